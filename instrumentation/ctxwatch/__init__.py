@@ -1,0 +1,42 @@
+"""ctxwatch: runtime guards and live observability for agents that rewrite their own context.
+
+The public API is re-exported here and nowhere else::
+
+    from ctxwatch import ContextGuard
+    guard = ContextGuard("loop-1", agent="support-bot", tools=tools, policy=lambda i, m: m.role == "system")
+    guard.observe(messages)                         # what the model has consumed
+    messages = guard.apply(compacted, kind="compact")  # the context to use, or a typed error
+
+Importing ctxwatch imports no agent framework and no OpenTelemetry SDK.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .errors import (
+    ContextRewriteInvalidatesPlanError,
+    ContractionRegimeError,
+    InvalidContextError,
+    NonIdempotentRewriteError,
+    NonMonotonicRewriteError,
+    OrphanedToolPairError,
+    PolicyMutationError,
+)
+from .guard import ContextGuard
+from .invariants.plan import PlanStep
+from .literals import LiteralRegistry
+from .model import Context, Message, OpaquePart, TextPart, ToolCall, ToolResult, ToolSchema
+from .provenance import verify_jsonl
+from .report import DECISIONS, INVARIANTS, MUTATION_KINDS, Finding, Report
+
+try:
+    __version__ = version("ctxwatch")
+except PackageNotFoundError:  # running from a source tree without an install
+    __version__ = "0.0.0"
+
+__all__ = [
+    "DECISIONS", "INVARIANTS", "MUTATION_KINDS",
+    "Context", "ContextGuard", "ContextRewriteInvalidatesPlanError", "ContractionRegimeError", "Finding",
+    "InvalidContextError", "LiteralRegistry", "Message", "NonIdempotentRewriteError", "NonMonotonicRewriteError",
+    "OpaquePart", "OrphanedToolPairError", "PlanStep", "PolicyMutationError", "Report", "TextPart", "ToolCall",
+    "ToolResult", "ToolSchema", "verify_jsonl", "__version__",
+]

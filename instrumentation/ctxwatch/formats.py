@@ -1,0 +1,60 @@
+"""The bridge between the caller's message format and the context model, for one guard.
+
+The guard accepts any supported format (or `Message` objects) and must hand back what the agent
+should use in the same format: messages it did not change are returned as the caller's own
+objects, new ones (an elision marker, pinned references) are converted. The format is detected
+from the first input unless named; conversion reuses the adapters' identity cache, so an
+unchanged message is not converted twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .errors import InvalidContextError
+from .model import Message, ToolSchema
+
+
+class FormatBridge:
+    def __init__(self, format: str | None = None) -> None:
+        self.format = format
+        self._converter = None
+
+    def to_model(self, data: Any) -> tuple[Message, ...]:
+        if isinstance(data, (list, tuple)) and all(isinstance(m, Message) for m in data):
+            if self.format is None:
+                self.format = "ctxwatch"
+            return tuple(data)
+        if isinstance(data, (str, bytes)) or not isinstance(data, (Sequence, dict)):
+            raise InvalidContextError(f"expected a list of messages, got {type(data).__name__}")
+        if self._converter is None:
+            from .adapters import Converter
+            self._converter = Converter(self.format)
+        messages = self._converter.to_messages(data)
+        if self.format is None:
+            self.format = self._converter.format
+        return tuple(messages)
+
+    def tools(self, tools: Iterable[Any]) -> list[ToolSchema]:
+        tools = list(tools)
+        if all(isinstance(t, ToolSchema) for t in tools):
+            return tools
+        from .adapters import to_tool_schemas
+        fmt = self.format if self.format not in (None, "ctxwatch", "langchain") else None
+        return to_tool_schemas(tools, fmt)
+
+    def to_caller(self, messages: Sequence[Message], reference: Sequence[Any]) -> list[Any]:
+        """`messages` in the caller's format, reusing the caller's objects from `reference` where unchanged."""
+        if self.format in (None, "ctxwatch"):
+            return list(messages)
+        from .adapters import from_messages
+        if not isinstance(reference, list):
+            return from_messages(list(messages), self.format)
+        reference_model = self.to_model(reference)
+        reuse = {m.digest: raw for m, raw in zip(reference_model, reference, strict=True)}
+        out: list[Any] = []
+        for m in messages:
+            raw = reuse.get(m.digest)
+            out.append(raw if raw is not None else from_messages([m], self.format)[0])
+        return out

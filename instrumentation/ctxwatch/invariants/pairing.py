@@ -1,0 +1,133 @@
+"""Record 000, pairing integrity: every tool_use has its tool_result and every result its call.
+
+A call in the last tool-calling turn, with no assistant turn after it, is *pending* (its result
+has not arrived yet), not orphaned. Ids are compared exactly; a duplicated call or result id is
+its own finding, since providers reject it just as they reject an orphan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..model import Message
+from ..report import Finding
+
+# What the providers answer when a request carries an unpaired tool id, so users recognise it.
+PROVIDER_ERRORS = (
+    "Anthropic answers such a request with 400 invalid_request_error (\"tool_use ids were found "
+    "without tool_result blocks immediately after\" / \"unexpected tool_use_id found in tool_result "
+    "blocks\"); OpenAI with 400 (\"An assistant message with 'tool_calls' must be followed by tool "
+    "messages responding to each 'tool_call_id'\" / \"messages with role 'tool' must be a response to "
+    "a preceding message with 'tool_calls'\")"
+)
+
+
+@dataclass
+class PairIndex:
+    """Where every tool call and tool result of a message list sits."""
+
+    calls: dict[str, int] = field(default_factory=dict)      # call id -> message index
+    results: dict[str, int] = field(default_factory=dict)    # call id -> message index of its result
+    call_names: dict[str, str] = field(default_factory=dict)  # call id -> tool name
+    duplicate_calls: list[str] = field(default_factory=list)
+    duplicate_results: list[str] = field(default_factory=list)
+    pending: set[str] = field(default_factory=set)
+    orphan_calls: list[str] = field(default_factory=list)     # tool_use_without_result
+    orphan_results: list[str] = field(default_factory=list)   # tool_result_without_use
+
+    @property
+    def pairs(self) -> int:
+        return sum(1 for cid in self.calls if cid in self.results)
+
+
+def index_pairs(messages: Sequence[Message]) -> PairIndex:
+    """Index the calls and results of `messages` and classify each as paired, pending or orphaned."""
+    idx = PairIndex()
+    last_call_msg = -1
+    last_assistant = -1
+    for i, m in enumerate(messages):
+        if m.role == "assistant":
+            last_assistant = i
+        for part in m.tool_calls:
+            if part.id in idx.calls:
+                idx.duplicate_calls.append(part.id)
+            else:
+                idx.calls[part.id] = i
+                idx.call_names[part.id] = part.name
+            last_call_msg = i
+        for rid in m.result_ids:
+            if rid in idx.results:
+                idx.duplicate_results.append(rid)
+            else:
+                idx.results[rid] = i
+    for cid, at in idx.calls.items():
+        if cid in idx.results:
+            if idx.results[cid] < at:  # a result placed before its call answers nothing
+                idx.orphan_results.append(cid)
+                idx.orphan_calls.append(cid)
+        elif at == last_call_msg and last_assistant <= at:
+            idx.pending.add(cid)
+        else:
+            idx.orphan_calls.append(cid)
+    idx.orphan_results.extend(rid for rid in idx.results if rid not in idx.calls)
+    return idx
+
+
+def introduced_orphans(before: PairIndex, after: PairIndex) -> tuple[list[str], list[str]]:
+    """(tool_use_without_result, tool_result_without_use) the proposal creates. A call whose result
+    the proposal removes counts even at the frontier: it is not pending, its result was dropped."""
+    old_calls, old_results = set(before.orphan_calls), set(before.orphan_results)
+    calls = [c for c in after.orphan_calls if c not in old_calls]
+    calls += [c for c in after.pending if c in before.results]
+    results = [r for r in after.orphan_results if r not in old_results]
+    return calls, results
+
+
+def check_pairing(before: PairIndex, after: PairIndex) -> list[Finding]:
+    """Findings for the orphans and duplicates the proposal introduces (pre-existing ones are warned)."""
+    findings: list[Finding] = []
+    new_calls, new_results = introduced_orphans(before, after)
+    if new_calls or new_results:
+        parts = []
+        if new_calls:
+            parts.append("tool_use_without_result " + _describe(new_calls, after, before))
+        if new_results:
+            parts.append("tool_result_without_use " + _describe(new_results, after, before))
+        findings.append(Finding(
+            "tool_pairing",
+            "the rewrite would orphan tool pairs: " + "; ".join(parts)
+            + f". {PROVIDER_ERRORS}. Drop or keep each call together with its result "
+            "(compact in whole-pair units), or keep the old context.",
+            details={"tool_use_without_result": new_calls, "tool_result_without_use": new_results},
+        ))
+    dup_calls = [c for c in after.duplicate_calls if c not in set(before.duplicate_calls)]
+    dup_results = [r for r in after.duplicate_results if r not in set(before.duplicate_results)]
+    if dup_calls or dup_results:
+        findings.append(Finding(
+            "tool_pairing",
+            f"the rewrite duplicates tool ids: calls {sorted(set(dup_calls))}, results "
+            f"{sorted(set(dup_results))}; providers reject a request whose tool ids repeat",
+            details={"duplicate_calls": dup_calls, "duplicate_results": dup_results},
+        ))
+    old_orphans = len(before.orphan_calls) + len(before.orphan_results)
+    if old_orphans and (set(before.orphan_calls) & set(after.orphan_calls)
+                        or set(before.orphan_results) & set(after.orphan_results)):
+        findings.append(Finding(
+            "tool_pairing",
+            f"the context already held {old_orphans} unpaired tool ids before this rewrite "
+            f"(calls {before.orphan_calls}, results {before.orphan_results}); not caused by it",
+            action="warn",
+            details={"preexisting": True},
+        ))
+    return findings
+
+
+def _describe(ids: list[str], idx: PairIndex, before: PairIndex) -> str:
+    shown = []
+    for cid in ids[:8]:
+        at = idx.calls.get(cid, idx.results.get(cid))
+        name = idx.call_names.get(cid) or before.call_names.get(cid)
+        shown.append(f"{cid}" + (f" ({name})" if name else "") + (f" at message {at}" if at is not None else ""))
+    more = f" and {len(ids) - 8} more" if len(ids) > 8 else ""
+    return "[" + ", ".join(shown) + more + "]"

@@ -1,0 +1,144 @@
+"""Record 001: the pinned policy region and the pinned pass cap.
+
+The policy region is declared when the guard is made (message ids, or a predicate over
+(index, message)) and resolved on the first context the guard observes; from then on it is
+fixed. Every pinned message must survive every rewrite byte for byte, in the same order, at its
+place (it may shift only by what was removed or added before it). A payload edit that removes
+the last copy outside the policy of a symbol a pinned message names (the ticket the policy
+protects, the path it forbids) is a policy edit in disguise and is refused too.
+
+Re-ranking the payload is allowed while the pinned messages keep their places; the re-rank is
+recorded with its order in the provenance log.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from ..diff import Change
+from ..literals import LiteralRegistry
+from ..model import Message
+from ..report import Finding
+from .references import SymbolIndex, extract_symbols
+
+PolicySelector = Iterable[str] | Callable[[int, Message], bool]
+
+
+@dataclass(frozen=True)
+class PinnedSpan:
+    index: int
+    digest: int
+    message_id: str | None
+    preview: str
+
+
+class PolicyRegion:
+    """The immutable set of pinned policy messages of one guard."""
+
+    def __init__(self, selector: PolicySelector | None, literals: LiteralRegistry) -> None:
+        self._selector = selector
+        self._literals = literals
+        self.spans: tuple[PinnedSpan, ...] | None = None
+        self.symbols: frozenset[str] = frozenset()
+        self._floor: dict[str, int] = {}
+
+    @property
+    def resolved(self) -> bool:
+        return self.spans is not None
+
+    def resolve(self, messages: Sequence[Message]) -> None:
+        """Pin the policy messages of the first observed context (once; later calls do nothing)."""
+        if self.spans is not None or self._selector is None:
+            return
+        if callable(self._selector):
+            chosen = [i for i, m in enumerate(messages) if self._selector(i, m)]
+        else:
+            ids = set(self._selector)
+            chosen = [i for i, m in enumerate(messages) if m.id in ids]
+            missing = ids - {messages[i].id for i in chosen}
+            if missing:
+                raise ValueError(f"policy ids {sorted(missing)} name no message of the observed context")
+        self.spans = tuple(PinnedSpan(i, messages[i].digest, messages[i].id, messages[i].text[:60]) for i in chosen)
+        counts: dict[str, int] = {}
+        for i in chosen:
+            for s in extract_symbols(messages[i].text, self._literals):
+                counts[s] = counts.get(s, 0) + 1
+        self.symbols = frozenset(counts)
+        self._floor = counts
+
+    def check(self, change: Change, index: SymbolIndex) -> list[Finding]:
+        if not self.spans:
+            return []
+        after = change.after_digests
+        findings: list[Finding] = []
+        gone, moved, positions = [], [], []
+        removed_idx = sorted(i for i, _ in change.removed)
+        added_idx = sorted(i for i, _ in change.added)
+        for span in self.spans:
+            try:
+                j = after.index(span.digest)
+            except ValueError:
+                gone.append(span)
+                continue
+            positions.append(j)
+            kept_before = span.index - _count_below(removed_idx, span.index)
+            kept_after = j - _count_below(added_idx, j)
+            if kept_before != kept_after:
+                moved.append((span, j))
+        if gone:
+            findings.append(Finding(
+                "policy_isolation",
+                "the rewrite changes or removes pinned policy messages "
+                + ", ".join(_name(s) for s in gone)
+                + ". Policy spans are immutable for the episode: edit only the payload. A paraphrase "
+                "of a constraint is a policy edit, however faithful it looks to the pass that wrote it.",
+                details={"spans": [s.index for s in gone]},
+            ))
+        if moved or positions != sorted(positions):
+            findings.append(Finding(
+                "policy_isolation",
+                "the rewrite moves pinned policy messages "
+                + ", ".join(f"{_name(s)} to position {j}" for s, j in moved)
+                + ("" if positions == sorted(positions) else " (their order changed)")
+                + ". Re-rank the payload around them; do not move them.",
+                details={"spans": [s.index for s, _ in moved]},
+            ))
+        if not gone and self.symbols:
+            dangling = index.dangling(sorted(self.symbols), change.removed_messages, change.added_messages,
+                                      floor=self._floor)
+            if dangling:
+                findings.append(Finding(
+                    "policy_isolation",
+                    "the rewrite removes the last payload copy of what pinned policy names: "
+                    + "; ".join(f"{s!r} ({why})" for s, why in sorted(dangling.items()))
+                    + ". Without it the policy no longer matches the work it constrains; keep those "
+                    "lines verbatim.",
+                    details={"symbols": sorted(dangling)},
+                ))
+        return findings
+
+
+def _count_below(sorted_indexes: list[int], limit: int) -> int:
+    return bisect_left(sorted_indexes, limit)
+
+
+def _name(span: PinnedSpan) -> str:
+    who = f"id {span.message_id!r}" if span.message_id else f"message {span.index}"
+    return f"{who} ({span.preview!r}…)"
+
+
+def check_pass_cap(passes_used: int, cap: int | None, size: int, budget: int | None) -> tuple[list[Finding], int | None]:
+    """At the cap, refuse and report residual pressure (characters over budget) instead of editing."""
+    if cap is None or passes_used < cap:
+        return [], None
+    pressure = size - budget if budget is not None else None
+    over = (f"; residual pressure {pressure} characters over the budget of {budget}" if pressure is not None
+            else f"; the context holds {size} characters")
+    return [Finding(
+        "pass_cap",
+        f"the pinned cap of {cap} rewrite passes per episode is reached{over}. Stop editing and surface "
+        "the pressure to the host (a larger window, a new episode, or external compaction).",
+        details={"cap": cap, "residual_pressure": pressure},
+    )], pressure

@@ -1,0 +1,89 @@
+"""Symbols a rewrite leaves dangling: the shared core of plan references (004) and policy referents (001).
+
+A *symbol* is a literal (an ID, a path, a hash...) or an identifier (`config_path`, `outputId`).
+A rewrite *alters* a symbol when it removes the last message that mentions it, or when it removes
+a message binding an identifier to a value (``config_path = /etc/app.yaml``) and that value then
+occurs nowhere: the name may survive in prose while what it pointed to is gone.
+
+`SymbolIndex` counts, for the current context, how many messages mention each symbol asked
+about; counts are computed once per symbol and then moved along with each applied change, so a
+check costs only the messages the change removes and adds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from ..literals import LiteralRegistry
+from ..model import Message
+
+_IDENTIFIER = re.compile(r"(?<![\w./-])(?:[A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*)(?![\w/])")
+_MIN_SYMBOL = 3
+
+
+def extract_symbols(text: str, literals: LiteralRegistry) -> frozenset[str]:
+    """The literals and identifiers `text` names (what a plan step or a pinned policy refers to)."""
+    found = set(literals.extract(text)) | set(_IDENTIFIER.findall(text))
+    return frozenset(s for s in found if len(s) >= _MIN_SYMBOL)
+
+
+def _binding(symbol: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w.])" + re.escape(symbol)
+                      + r"""\s*(?:=|:=|:|->|\bis\b|\bwas\b)\s*["'`]?([^\s"'`,;)\]}]+)""")
+
+
+class SymbolIndex:
+    """How many messages of the current context mention each symbol (lazily, incrementally)."""
+
+    def __init__(self, messages: Sequence[Message] = ()) -> None:
+        self._messages: Sequence[Message] = messages
+        self._counts: dict[str, int] = {}
+
+    def reset(self, messages: Sequence[Message]) -> None:
+        self._messages = messages
+        self._counts.clear()
+
+    def count(self, symbol: str) -> int:
+        n = self._counts.get(symbol)
+        if n is None:
+            n = self._counts[symbol] = sum(1 for m in self._messages if symbol in m.text)
+        return n
+
+    def advance(self, messages: Sequence[Message], removed: Iterable[Message], added: Iterable[Message]) -> None:
+        """Move to the context an applied change produced, updating only the known counts."""
+        removed, added = list(removed), list(added)
+        for symbol in self._counts:
+            self._counts[symbol] += (sum(1 for m in added if symbol in m.text)
+                                     - sum(1 for m in removed if symbol in m.text))
+        self._messages = messages
+
+    def dangling(self, symbols: Iterable[str], removed: Sequence[Message], added: Sequence[Message],
+                 *, floor: dict[str, int] | None = None) -> dict[str, str]:
+        """symbol -> why, for each of `symbols` the change would alter.
+
+        `floor` gives, per symbol, mentions that do not count as copies (for a policy referent:
+        the pinned spans that name it), so "the last copy" means the last copy outside them.
+        """
+        out: dict[str, str] = {}
+        floor = floor or {}
+        for symbol in symbols:
+            gone_from = [m for m in removed if symbol in m.text]
+            if not gone_from:
+                continue
+            if self._after(symbol, removed, added) <= floor.get(symbol, 0):
+                out[symbol] = "no message mentions it any more"
+                continue
+            pattern = _binding(symbol)
+            for m in gone_from:
+                for value in pattern.findall(m.text):
+                    if value != symbol and self._after(value, removed, added) == 0:
+                        out[symbol] = f"the value it was bound to ({value!r}) is gone"
+                        break
+                if symbol in out:
+                    break
+        return out
+
+    def _after(self, symbol: str, removed: Sequence[Message], added: Sequence[Message]) -> int:
+        return (self.count(symbol) - sum(1 for m in removed if symbol in m.text)
+                + sum(1 for m in added if symbol in m.text))

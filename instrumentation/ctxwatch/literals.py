@@ -1,0 +1,127 @@
+"""The literal registry (record 003): the verbatim strings downstream consumers match exactly.
+
+IDs, hashes, paths, URLs, error codes and user-registered patterns are extracted per message,
+case-sensitively, and cached by message digest, so a rewrite's literal-set diff costs only the
+messages it changed. Literal *values* never leave the process through telemetry; only counts do.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .model import Message
+
+# name -> pattern. A pattern with a capture group contributes the group, otherwise the match.
+DEFAULT_PATTERNS: dict[str, str] = {
+    # record 003's own pattern, split into its three alternatives (the record's `\b` before `/`
+    # never matched a path at the start of a line or after a space; paths have their own pattern)
+    "ticket": r"\b[A-Z]{2,}-\d{3,}\b",
+    "hex": r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b",  # also git SHAs (7+ hex digits)
+    "uuid": r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+    "url": r"\b(?:https?|s3|gs|file)://[^\s<>\"'`()\[\]{}]+[^\s<>\"'`()\[\]{}.,;:!?]",
+    "abs_path": r"(?<![\w/.~:-])(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]*\w",
+    "rel_path": r"(?<![\w/.~:-])[\w.@+-]+(?:/[\w.@+-]+)+\.[A-Za-z0-9]{1,8}\b",
+    "error_code": r"\b(?:[A-Z]{1,5}\d{3,6}|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+){1,6}|E[A-Z]{3,9})\b",
+    "tool_id": r"\b(?:call|toolu|fc|msg|req|run|resp|chatcmpl)_[A-Za-z0-9_-]{4,}\b",
+    "number": r"(?<![\w.])(?:\d+\.\d+|\d{5,})(?![\w.]*\w)",
+    "code_span": r"`([^`\n]{1,80})`",
+}
+
+# A default pattern only runs on text holding one of these substrings: most prose has no URL,
+# path or backtick, and skipping a scan is the cheapest scan.
+_PREFILTERS: dict[str, tuple[str, ...]] = {
+    "ticket": ("-",), "uuid": ("-",), "url": ("://",), "abs_path": ("/",), "rel_path": ("/",),
+    "tool_id": ("_",), "code_span": ("`",),
+}
+
+_CACHE_LIMIT = 200_000
+
+
+@dataclass(frozen=True)
+class LiteralDiff:
+    """The literal-set diff of one rewrite: what was there before, what was lost, what was added."""
+
+    before: int
+    lost: frozenset[str]
+    added: frozenset[str]
+
+    @property
+    def rate(self) -> float:
+        """Lost literals as a fraction of the literals before the rewrite (0 when there were none)."""
+        return len(self.lost) / self.before if self.before else 0.0
+
+
+class LiteralRegistry:
+    """Extracts protected literals from text and messages with a fixed set of named patterns."""
+
+    def __init__(self, patterns: Mapping[str, str] | None = None, *, extra: Mapping[str, str] | None = None,
+                 literals: Iterable[str] = ()) -> None:
+        chosen = dict(DEFAULT_PATTERNS if patterns is None else patterns)
+        chosen.update(extra or {})
+        self._patterns: dict[str, re.Pattern[str]] = {}
+        self._needs: dict[str, tuple[str, ...]] = {n: _PREFILTERS[n] for n in chosen
+                                                   if n in _PREFILTERS and chosen[n] == DEFAULT_PATTERNS.get(n)}
+        for name, pattern in chosen.items():
+            try:
+                self._patterns[name] = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"literal pattern {name!r} is not a valid regular expression: {exc}") from None
+        self._exact = frozenset(literals)
+        self._cache: dict[int, frozenset[str]] = {}
+
+    @property
+    def pattern_names(self) -> list[str]:
+        return list(self._patterns)
+
+    def register(self, name: str, pattern: str) -> None:
+        """Add a user pattern (e.g. an order-number format); clears the per-message cache."""
+        try:
+            self._patterns[name] = re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"literal pattern {name!r} is not a valid regular expression: {exc}") from None
+        self._needs.pop(name, None)
+        self._cache.clear()
+
+    def extract(self, text: str) -> frozenset[str]:
+        """Every literal in `text`, case-sensitive; a match inside a longer match is not counted
+        on its own (a UUID is one literal, not also its hex groups)."""
+        spans: list[tuple[int, int, str]] = []
+        needs = self._needs
+        for name, pattern in self._patterns.items():
+            need = needs.get(name)
+            if need is not None and not any(n in text for n in need):
+                continue
+            group = 1 if pattern.groups else 0
+            for m in pattern.finditer(text):
+                if m.group(group):
+                    spans.append((m.start(group), -m.end(group), m.group(group)))
+        spans.sort()
+        found: set[str] = set()
+        reach = -1
+        for start, neg_end, value in spans:
+            if -neg_end <= reach and start < reach:
+                continue  # inside an earlier, longer match
+            found.add(value)
+            reach = max(reach, -neg_end)
+        if self._exact:
+            found.update(lit for lit in self._exact if lit in text)
+        return frozenset(found)
+
+    def of(self, message: Message) -> frozenset[str]:
+        """The literals of one message, computed once per distinct message content."""
+        key = message.digest
+        cached = self._cache.get(key)
+        if cached is None:
+            if len(self._cache) >= _CACHE_LIMIT:
+                for stale in list(self._cache)[: _CACHE_LIMIT // 2]:
+                    del self._cache[stale]
+            cached = self._cache[key] = self.extract(message.text)
+        return cached
+
+    def of_all(self, messages: Iterable[Message]) -> set[str]:
+        out: set[str] = set()
+        for m in messages:
+            out |= self.of(m)
+        return out

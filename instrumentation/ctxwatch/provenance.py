@@ -1,0 +1,164 @@
+"""Record 001, provenance: an append-only, hash-chained log of every applied mutation.
+
+Each entry holds (span id, pre-image hash, post-image hash, pass, kind, order) and the hash of
+the entry before it, so changing, removing or reordering any entry breaks the chain from there
+on; `verify()` names the first entry that does not check out. Mutation passes (those that write
+new content) keep the full pre-images of what they replaced in a bounded store, so what was
+rewritten can be recovered; selection-only passes (pure pruning) log the set difference.
+Hashes are SHA-256 so anyone can check an exported log with standard tools.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO
+
+from .model import Message
+
+GENESIS = "0" * 64
+
+
+def image_hash(message: Message) -> str:
+    return hashlib.sha256(message.canonical()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ProvenanceEntry:
+    seq: int
+    span_id: str | None
+    pre: str | None          # SHA-256 of the span before (None: the span is new)
+    post: str | None         # SHA-256 of the span after (None: the span was removed)
+    pass_number: int
+    kind: str
+    order: list[int] | None  # for a re-rank: the new order, as indexes into the old context
+    prev: str                # hash of the previous entry (GENESIS for the first)
+    hash: str
+
+    @staticmethod
+    def compute_hash(fields: dict) -> str:
+        body = {k: v for k, v in fields.items() if k != "hash"}
+        return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ChainCheck:
+    """The result of verifying a chain: ok, or the first entry that fails and why."""
+
+    ok: bool
+    entries: int
+    first_bad: int | None = None
+    reason: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+class PreImageStore:
+    """Full pre-images of rewritten spans, bounded in total bytes (oldest evicted first)."""
+
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, bytes] = OrderedDict()
+        self._bytes = 0
+        self.evicted = 0
+
+    def put(self, digest: str, canonical: bytes) -> None:
+        if digest in self._items or len(canonical) > self.max_bytes:
+            return
+        self._items[digest] = canonical
+        self._bytes += len(canonical)
+        while self._bytes > self.max_bytes:
+            _, old = self._items.popitem(last=False)
+            self._bytes -= len(old)
+            self.evicted += 1
+
+    def get(self, digest: str) -> bytes | None:
+        return self._items.get(digest)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class ProvenanceLog:
+    """The append-only chain of one loop's applied mutations."""
+
+    def __init__(self, pre_images: PreImageStore | None = None) -> None:
+        self._entries: list[ProvenanceEntry] = []
+        self.pre_images = pre_images or PreImageStore()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[ProvenanceEntry]:
+        return iter(self._entries)
+
+    @property
+    def head(self) -> str:
+        return self._entries[-1].hash if self._entries else GENESIS
+
+    def _append(self, span_id, pre, post, pass_number, kind, order) -> None:
+        fields = {"seq": len(self._entries), "span_id": span_id, "pre": pre, "post": post,
+                  "pass_number": pass_number, "kind": kind, "order": order, "prev": self.head}
+        fields["hash"] = ProvenanceEntry.compute_hash(fields)
+        self._entries.append(ProvenanceEntry(**fields))
+
+    def record(self, *, kind: str, pass_number: int, removed: Iterable[tuple[int, Message]],
+               added: Iterable[tuple[int, Message]], order: list[int] | None = None) -> None:
+        """Log one applied mutation: an entry per removed and per added span, and the new order of a re-rank."""
+        removed, added = list(removed), list(added)
+        keep_pre_images = bool(added)  # the pass wrote content: a mutation, not a selection
+        for _, m in removed:
+            pre = image_hash(m)
+            if keep_pre_images:
+                self.pre_images.put(pre, m.canonical())
+            self._append(m.id, pre, None, pass_number, kind, None)
+        for _, m in added:
+            self._append(m.id, None, image_hash(m), pass_number, kind, None)
+        if order is not None:
+            self._append(None, None, None, pass_number, kind, order)
+
+    def verify(self) -> ChainCheck:
+        return verify_entries(asdict(e) for e in self._entries)
+
+    def export_jsonl(self, target: str | Path | IO[str]) -> int:
+        """Write the chain as JSON lines; returns the number of entries written."""
+        lines = [json.dumps(asdict(e), sort_keys=True) + "\n" for e in self._entries]
+        if isinstance(target, (str, Path)):
+            Path(target).write_text("".join(lines), encoding="utf-8")
+        else:
+            target.writelines(lines)
+        return len(lines)
+
+
+def verify_entries(entries: Iterable[dict]) -> ChainCheck:
+    """Check a chain entry by entry; the first entry whose hash or link does not hold is named."""
+    prev = GENESIS
+    n = 0
+    for n, e in enumerate(entries, 1):
+        seq = n - 1
+        if e.get("seq") != seq:
+            return ChainCheck(False, n, seq, f"entry {seq}: sequence number {e.get('seq')!r}, expected {seq} "
+                                             "(an entry was removed or moved)")
+        if e.get("prev") != prev:
+            return ChainCheck(False, n, seq, f"entry {seq}: does not link to the entry before it")
+        if ProvenanceEntry.compute_hash(e) != e.get("hash"):
+            return ChainCheck(False, n, seq, f"entry {seq}: its content does not match its hash (tampered)")
+        prev = e["hash"]
+    return ChainCheck(True, n)
+
+
+def verify_jsonl(path: str | Path) -> ChainCheck:
+    """Verify an exported chain file; a line that is not JSON is reported as the first bad entry."""
+    entries = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            try:
+                entries.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                return ChainCheck(False, lineno, lineno - 1, f"{path}:{lineno}: not JSON ({exc.msg})")
+    return verify_entries(entries)

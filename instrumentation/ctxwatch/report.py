@@ -1,0 +1,102 @@
+"""What a guard check found: the findings of each invariant, the decision, and the figures.
+
+A `Report` is the single value that leaves the guard for every mutation attempt. The agent
+reads `.decision` and `.violations`; telemetry reads the counts and figures (never the text).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Decision = Literal["patch", "defer", "abort", "halt"]
+DECISIONS: tuple[str, ...] = ("patch", "defer", "abort", "halt")
+_SEVERITY = {"patch": 0, "defer": 1, "abort": 2, "halt": 3}
+
+MUTATION_KINDS: tuple[str, ...] = (
+    "append", "compact", "prune", "rewrite", "rerank", "system_patch", "schema_change", "self_edit",
+)
+
+INVARIANTS: tuple[str, ...] = (
+    "prefix_identity", "tool_pairing", "schema_version", "rerender", "policy_isolation", "pass_cap",
+    "directive_colocation", "literal_loss", "order", "idempotence", "plan_reference", "barrier",
+    "contraction",
+)
+
+# What a finding does to the decision: refuse by deferring, refuse by aborting, halt the loop,
+# or only report (the mutation goes ahead; the finding is counted and visible).
+Action = Literal["defer", "abort", "halt", "warn"]
+
+
+def stricter(a: Decision, b: Decision) -> Decision:
+    """The more severe of two decisions (patch < defer < abort < halt)."""
+    return a if _SEVERITY[a] >= _SEVERITY[b] else b
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One invariant's verdict on one mutation: which invariant, what it saw, and what it does."""
+
+    invariant: str
+    message: str
+    action: Action = "abort"
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def enforced(self) -> bool:
+        return self.action != "warn"
+
+
+@dataclass
+class Report:
+    """The outcome of `ContextGuard.check` for one proposed mutation."""
+
+    loop_id: str
+    kind: str
+    decision: Decision
+    findings: list[Finding]
+    messages_before: int
+    messages_after: int
+    pass_number: int
+    pass_cap: int | None
+    agent: str | None = None
+    conversation_id: str | None = None
+    size_before: int = 0
+    size_after: int = 0
+    hash_distance: float | None = None
+    literals_before: int = 0
+    literals_lost: int = 0
+    lost_literals: frozenset[str] = frozenset()
+    orphans_tool_use: int = 0
+    orphans_tool_result: int = 0
+    contraction_state: str = "healthy"
+    residual_pressure: int | None = None
+    deferred_id: int | None = None
+    duration_s: float = 0.0
+
+    @property
+    def violations(self) -> list[str]:
+        """Invariant ids whose findings refused or halted this mutation, in a stable order."""
+        return _ordered_ids(f.invariant for f in self.findings if f.enforced)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Invariant ids that were found but only reported (the mutation was not refused for them)."""
+        return _ordered_ids(f.invariant for f in self.findings if not f.enforced)
+
+    @property
+    def applied(self) -> bool:
+        return self.decision == "patch"
+
+    def explain(self) -> str:
+        """One human-readable paragraph: the decision, then each finding's message."""
+        head = f"ctxwatch {self.decision}: {self.kind} on loop {self.loop_id}"
+        if not self.findings:
+            return head + " (no findings)"
+        lines = [head] + [f"  [{f.invariant}/{f.action}] {f.message}" for f in self.findings]
+        return "\n".join(lines)
+
+
+def _ordered_ids(ids) -> list[str]:
+    seen = set(ids)
+    return [i for i in INVARIANTS if i in seen]

@@ -1,0 +1,7 @@
+"""ctxwatch_monitor: the service that turns ctxwatch mutation spans into alarms, metrics and a live page.
+
+Run it with `ctxwatch monitor` or `python -m ctxwatch_monitor`; embed it with
+`ctxwatch_monitor.app.create_app(config)`. See docs/monitor.md.
+"""
+
+__version__ = "0.1.0"

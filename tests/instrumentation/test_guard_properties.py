@@ -1,0 +1,81 @@
+"""Property-based tests of record 000's structural guarantees (hypothesis):
+append-only growth is never refused; compaction in whole-pair units never orphans; one dropped
+call or result is caught wherever it sits."""
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxwatch import ContextGuard, Message, TextPart, ToolCall, ToolResult
+from ctxwatch.deferral import pair_units
+
+WORDS = ["ledger", "invoice", "row", "total", "march", "export", "customer", "order", "refund", "check"]
+
+
+@st.composite
+def conversations(draw, min_rounds=0, tag="a"):
+    """A valid conversation: text turns and complete tool rounds, OpenAI- or Anthropic-shaped."""
+    messages = [Message("system", [TextPart("You are an agent.")])]
+    n = 0
+    rounds = 0
+    for _ in range(draw(st.integers(1, 12))):
+        if draw(st.booleans()) or rounds < min_rounds:
+            rounds += 1
+            calls = []
+            for _ in range(draw(st.integers(1, 3))):
+                n += 1
+                calls.append(ToolCall(f"call_{tag}{n:04d}", draw(st.sampled_from(["search", "read", "write"]))))
+            messages.append(Message("assistant", calls))
+            if draw(st.booleans()):   # Anthropic: all results in one user message
+                messages.append(Message("user", [ToolResult(c.id, draw(st.sampled_from(WORDS))) for c in calls]))
+            else:                     # OpenAI: one tool message per result
+                messages.extend(Message("tool", [ToolResult(c.id, draw(st.sampled_from(WORDS)))]) for c in calls)
+        else:
+            role = draw(st.sampled_from(["user", "assistant"]))
+            messages.append(Message(role, [TextPart(" ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1,
+                                                                             max_size=8))))]))
+    return messages
+
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(conversations(), conversations(tag="b"), st.data())
+def test_append_only_growth_is_never_refused(base, extra, data):
+    guard = ContextGuard("prop-append", pass_cap=None)
+    guard.observe(base, boundary=data.draw(st.integers(0, len(base))))
+    grown = base + [m for m in extra[1:]]
+    report = guard.check(grown, kind="append")
+    assert report.decision == "patch", report.explain()
+    assert report.violations == []
+
+
+@SETTINGS
+@given(conversations(min_rounds=1), st.data())
+def test_compaction_in_whole_pair_units_never_orphans(messages, data):
+    units = pair_units(messages)
+    keep = data.draw(st.lists(st.booleans(), min_size=len(units), max_size=len(units)))
+    keep[0] = True
+    proposal = [messages[i] for unit, k in zip(units, keep, strict=True) if k for i in unit]
+    guard = ContextGuard("prop-units", pass_cap=None)
+    guard.observe(messages, boundary=data.draw(st.integers(0, len(messages))))
+    report = guard.check(proposal, kind="compact")
+    assert "tool_pairing" not in report.violations, report.explain()
+    assert report.orphans_tool_use == report.orphans_tool_result == 0
+    assert report.decision in ("patch", "defer")
+
+
+@SETTINGS
+@given(conversations(min_rounds=1), st.data())
+def test_one_dropped_call_or_result_is_caught_at_any_position(messages, data):
+    carriers = [i for i, m in enumerate(messages) if m.call_ids or m.result_ids]
+    drop = data.draw(st.sampled_from(carriers))
+    proposal = messages[:drop] + messages[drop + 1:]
+    guard = ContextGuard("prop-drop", pass_cap=None)
+    guard.observe(messages, boundary=data.draw(st.integers(0, len(messages))))
+    report = guard.check(proposal, kind="prune")
+    assert report.decision == "abort", report.explain()
+    assert "tool_pairing" in report.violations
+    dropped = messages[drop]
+    assert report.orphans_tool_result == (len(dropped.call_ids) if dropped.call_ids else 0)
+    assert report.orphans_tool_use == len(dropped.result_ids)
