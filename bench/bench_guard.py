@@ -10,6 +10,7 @@ and cold, beside the floor measured in the same run: hashing all 500 messages wi
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 from pathlib import Path
@@ -21,8 +22,11 @@ from stats import measure  # noqa: E402
 
 from ctxwatch import ContextGuard, Message, TextPart, ToolCall, ToolResult  # noqa: E402
 
-WORDS = ("the ledger invoice row total march export customer order refund check account balance "
-         "payment status pending review approve reject update config timeout retry service").split()
+WORDS = [
+    "the", "ledger", "invoice", "row", "total", "march", "export", "customer", "order", "refund", "check",
+    "account", "balance", "payment", "status", "pending", "review", "approve", "reject", "update", "config",
+    "timeout", "retry", "service",
+]
 
 
 def sentence(rng: random.Random, n: int) -> str:
@@ -42,7 +46,7 @@ def build_context(seed: int, n: int = 500, words_per_message: int = 235) -> list
         if rng.random() < 0.2 and len(out) < n - 1:
             call += 1
             cid = f"call_{call:05d}"
-            out.append(Message("assistant", [ToolCall(cid, "search", '{"q": "%s"}' % rng.choice(WORDS))]))
+            out.append(Message("assistant", [ToolCall(cid, "search", json.dumps({"q": rng.choice(WORDS)}))]))
             out.append(Message("tool", [ToolResult(cid, sentence(rng, words_per_message))]))
         else:
             out.append(Message(rng.choice(["user", "assistant"]), [TextPart(sentence(rng, words_per_message))]))

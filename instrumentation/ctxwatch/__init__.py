@@ -27,6 +27,7 @@ from .literals import LiteralRegistry
 from .model import Context, Message, OpaquePart, TextPart, ToolCall, ToolResult, ToolSchema
 from .provenance import verify_jsonl
 from .report import DECISIONS, INVARIANTS, MUTATION_KINDS, Finding, Report
+from .telemetry import MutationTelemetry
 
 try:
     __version__ = version("ctxwatch")
@@ -36,7 +37,8 @@ except PackageNotFoundError:  # running from a source tree without an install
 __all__ = [
     "DECISIONS", "INVARIANTS", "MUTATION_KINDS",
     "Context", "ContextGuard", "ContextRewriteInvalidatesPlanError", "ContractionRegimeError", "Finding",
-    "InvalidContextError", "LiteralRegistry", "Message", "NonIdempotentRewriteError", "NonMonotonicRewriteError",
+    "InvalidContextError", "LiteralRegistry", "Message", "MutationTelemetry", "NonIdempotentRewriteError",
+    "NonMonotonicRewriteError",
     "OpaquePart", "OrphanedToolPairError", "PlanStep", "PolicyMutationError", "Report", "TextPart", "ToolCall",
     "ToolResult", "ToolSchema", "verify_jsonl", "__version__",
 ]

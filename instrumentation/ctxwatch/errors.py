@@ -30,7 +30,8 @@ class PolicyMutationError(NonMonotonicRewriteError):
 
 
 class NonIdempotentRewriteError(NonMonotonicRewriteError):
-    """The rewrite loses protected literals, absorbs its directive, or is not stable under re-application (record 003)."""
+    """The rewrite loses protected literals, absorbs its directive, reorders what it keeps, or is not
+    stable under re-application (record 003)."""
 
 
 class ContextRewriteInvalidatesPlanError(NonMonotonicRewriteError):

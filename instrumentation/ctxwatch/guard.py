@@ -27,7 +27,7 @@ from .contraction import ContractionDetector, DetectorConfig
 from .deferral import DeferralQueue, elision_marker, whole_pair_compaction
 from .diff import Change
 from .directives import DEFAULT_MARKERS, find_directives
-from .errors import ContractionRegimeError, InvalidContextError, NonMonotonicRewriteError
+from .errors import InvalidContextError, NonMonotonicRewriteError
 from .fingerprint import Fingerprinter, distance
 from .formats import FormatBridge
 from .invariants.pairing import PairIndex, check_pairing, index_pairs, introduced_orphans
@@ -308,12 +308,16 @@ class ContextGuard:
         handle = self.telemetry.start(loop_id=self.loop_id, kind=kind, agent=self.agent,
                                       conversation_id=self.conversation_id, service=self.service,
                                       pass_number=self.passes_used + (1 if rewrite else 0), pass_cap=self._pass_cap)
-        report, after_pairs, fp_after = self._evaluate(change, tools, rendered, rewrite, prefix_change_allowed)
-        if adopt or report.decision == "patch":
-            self._commit(change, proposed, raw, applied_rewrite=rewrite, tools=tools, pairs=after_pairs,
-                         fp_after=fp_after)
-        elif report.decision == "defer":
-            report.deferred_id = self.deferred.push(self._context, proposed, kind, tools)
+        try:
+            report, after_pairs, fp_after = self._evaluate(change, tools, rendered, rewrite, prefix_change_allowed)
+            if adopt or report.decision == "patch":
+                self._commit(change, proposed, raw, applied_rewrite=rewrite, tools=tools, pairs=after_pairs,
+                             fp_after=fp_after)
+            elif report.decision == "defer":
+                report.deferred_id = self.deferred.push(self._context, proposed, kind, tools)
+        except BaseException as exc:
+            handle.fail(exc)
+            raise
         report.duration_s = time.perf_counter() - started
         handle.end(report)
         return report
@@ -402,7 +406,8 @@ class ContextGuard:
                             f"{type(old).__name__}: render both the same way")]
         if rendered[: len(old)] == old:
             return []
-        at = next((i for i, (a, b) in enumerate(zip(old, rendered, strict=False)) if a != b), min(len(old), len(rendered)))
+        at = next((i for i, (a, b) in enumerate(zip(old, rendered, strict=False)) if a != b),
+                  min(len(old), len(rendered)))
         return [Finding("rerender", f"the messages of the consumed prefix are unchanged but their rendering is "
                         f"not byte-stable: it differs at position {at} of {len(old)}; make the renderer "
                         "deterministic (key order, whitespace, timestamps)", details={"position": at})]

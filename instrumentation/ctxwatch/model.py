@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 import xxhash
 
@@ -84,7 +84,8 @@ class OpaquePart:
         return ["opaque", self.kind, self.data]
 
 
-Part = Union[TextPart, ToolCall, ToolResult, OpaquePart]
+Part = TextPart | ToolCall | ToolResult | OpaquePart
+_PART_TYPES = (TextPart, ToolCall, ToolResult, OpaquePart)
 
 
 def part_text(part: Part) -> str:
@@ -112,8 +113,14 @@ class Message:
 
     def __init__(self, role: str, parts: Iterable[Part] | str = (), *, id: str | None = None,
                  name: str | None = None, extra: str | None = None) -> None:
+        if role not in ROLES:
+            raise ValueError(f"unknown message role {role!r}; expected one of {', '.join(sorted(ROLES))}")
         self.role = role
         self.parts: tuple[Part, ...] = (TextPart(parts),) if isinstance(parts, str) else tuple(parts)
+        for i, part in enumerate(self.parts):
+            if not isinstance(part, _PART_TYPES):
+                raise TypeError(f"part {i} of a {role} message is a {type(part).__name__}; expected "
+                                "TextPart, ToolCall, ToolResult or OpaquePart")
         self.id = id
         self.name = name
         self.extra = extra

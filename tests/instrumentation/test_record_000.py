@@ -4,6 +4,10 @@ row by row, in the context model and in the OpenAI and Anthropic formats."""
 import copy
 
 import pytest
+
+from ctxwatch import ContextGuard, NonMonotonicRewriteError, OrphanedToolPairError
+from ctxwatch.model import ToolSchema
+
 from conversations import (
     FORMATS,
     assistant,
@@ -15,9 +19,6 @@ from conversations import (
     tool_turn,
     user,
 )
-
-from ctxwatch import ContextGuard, NonMonotonicRewriteError, OrphanedToolPairError
-from ctxwatch.model import ToolSchema
 
 QUERY_DB = ToolSchema("query_db", '{"parameters": {"sql": "string"}}')
 LOOKUP = ToolSchema("lookup_customer", '{"parameters": {"customer_id": "integer"}}')

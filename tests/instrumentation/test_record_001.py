@@ -4,9 +4,10 @@ hash-chained provenance log."""
 import json
 
 import pytest
-from conversations import assistant, system, user
 
 from ctxwatch import ContextGuard, Message, PolicyMutationError, TextPart, verify_jsonl
+
+from conversations import assistant, system, user
 
 SUBGOAL = "Subgoal: reconcile the March ledger without modifying the audit log."
 RUBRIC = ("Compaction policy: when the window exceeds 70% occupancy, re-rank spans by relevance to the "

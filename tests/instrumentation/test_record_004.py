@@ -2,10 +2,11 @@
 and the barrier."""
 
 import pytest
-from conversations import FORMATS, assistant, call, in_format, result, system, tool_turn, user
 
 from ctxwatch import ContextGuard, ContextRewriteInvalidatesPlanError
 from ctxwatch.invariants.plan import PlanStep
+
+from conversations import FORMATS, assistant, call, in_format, result, system, tool_turn, user
 
 
 def planning_session():

@@ -129,7 +129,8 @@ def _name(span: PinnedSpan) -> str:
     return f"{who} ({span.preview!r}…)"
 
 
-def check_pass_cap(passes_used: int, cap: int | None, size: int, budget: int | None) -> tuple[list[Finding], int | None]:
+def check_pass_cap(passes_used: int, cap: int | None, size: int,
+                   budget: int | None) -> tuple[list[Finding], int | None]:
     """At the cap, refuse and report residual pressure (characters over budget) instead of editing."""
     if cap is None or passes_used < cap:
         return [], None

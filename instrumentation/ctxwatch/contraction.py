@@ -1,0 +1,232 @@
+"""The contraction-regime detector (record 003, DESIGN.md "The contraction regime").
+
+Fed once per applied rewrite cycle t with three figures — the fingerprint distance ``d_t``
+between consecutive post-rewrite buffers (Q_{t-1}, Q_t; for t = 1, P_1 and Q_1), the number of
+protected literals in the pre-rewrite buffer ``|literals(P_t)|`` and the number of them absent
+from Q_t, ``L_t`` — it computes ``r_t = L_t / |literals(P_t)|`` and calls the cycle *evidence*
+of contraction when all three of the design's conditions hold:
+
+- d is shrinking:              ``d_t < shrink_ratio · max(d_{t-w} … d_{t-1})`` (w = `window`;
+                                shrink_ratio 1 is the strict reading, the default 1.25 also
+                                counts a change that has stopped growing fast — see below)
+- cumulative loss is growing:  ``L_t ≥ min_lost`` and ``|literals(P_t)| ≥ min_literals``
+- distance below loss rate:    ``d_t < r_t``
+
+The state machine has hysteresis both ways: `enter_cycles` consecutive evidence cycles move it
+from ``healthy`` to ``contracting`` (the onset recorded is the first cycle of that run), and
+`exit_cycles` consecutive *clear* cycles move it back, where a clear cycle loses no literal or
+changes the buffer clearly more than it loses (``d_t ≥ r_t + exit_margin``). A cycle that is
+neither evidence nor clear breaks both runs.
+
+The detector is pure (figures in, verdict out) and its state is a small JSON-able dict, so the
+guard runs it in-process and the monitor rebuilds the very same state from span attributes
+(`ctxwatch.hash.distance`, `ctxwatch.literals.before`, `ctxwatch.literals.lost`) and persists it.
+Compounding compression makes d_t *rise* for a cycle or two after the onset (each cycle cuts
+a larger share than the last) before it falls towards the fixed point; with the strict reading
+the alarm then comes 3-4 cycles after the onset. Defaults and the evidence for them (including
+the strict setting's figures): docs/alarm.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+State = Literal["healthy", "contracting"]
+STATES: tuple[str, ...] = ("healthy", "contracting")
+_STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """Every threshold of the alarm (defaults calibrated in docs/alarm.md).
+
+    enter_cycles: consecutive evidence cycles that enter ``contracting`` (the design's k).
+    exit_cycles: consecutive clear cycles that return to ``healthy``.
+    window: how many previous distances the shrinking test compares against (their maximum).
+    shrink_ratio: d_t is shrinking when below this multiple of that maximum (1.0: strictly below).
+    min_literals: fewest literals in P_t for r_t to count (smaller buffers are never evidence).
+    min_lost: fewest literals lost in a cycle for the cumulative loss to count as growing.
+    exit_margin: a cycle is clear when it loses nothing or ``d_t >= r_t + exit_margin``.
+    """
+
+    enter_cycles: int = 2
+    exit_cycles: int = 2
+    window: int = 4
+    shrink_ratio: float = 1.25
+    min_literals: int = 3
+    min_lost: int = 1
+    exit_margin: float = 0.05
+
+    def __post_init__(self) -> None:
+        for name in ("enter_cycles", "exit_cycles", "window", "min_literals", "min_lost"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"DetectorConfig.{name} must be an integer >= 1, got {value!r}")
+        for name, low, high in (("shrink_ratio", 0.0, 2.0), ("exit_margin", 0.0, 1.0)):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not math.isfinite(value) or not low <= value <= high:
+                raise ValueError(f"DetectorConfig.{name} must be a number in [{low}, {high}], got {value!r}")
+
+
+@dataclass(frozen=True)
+class CycleVerdict:
+    """The detector's judgement of one cycle, with the figures and conditions behind it."""
+
+    cycle: int
+    state: State
+    d: float
+    r: float
+    literals_before: int
+    literals_lost: int
+    shrinking: bool
+    losing: bool
+    below: bool
+    streak: int
+    onset: int | None
+    entered: bool = False
+    left: bool = False
+
+    @property
+    def evidence(self) -> bool:
+        """All three conditions of the contraction regime hold on this cycle."""
+        return self.shrinking and self.losing and self.below
+
+    def explain(self) -> str:
+        """One line: the state, the figures and which conditions held."""
+        checks = (("d shrinking", self.shrinking), ("literals lost", self.losing), ("d<r", self.below))
+        conds = ", ".join(f"{name}={'yes' if held else 'no'}" for name, held in checks)
+        change = " (entered)" if self.entered else " (left)" if self.left else ""
+        onset = f", onset cycle {self.onset}" if self.onset is not None else ""
+        return (f"cycle {self.cycle}: {self.state}{change}{onset}; d={self.d:.3f} r={self.r:.3f} "
+                f"({self.literals_lost}/{self.literals_before} literals lost); {conds}; streak {self.streak}")
+
+
+@dataclass
+class _State:
+    state: State = "healthy"
+    cycle: int = 0
+    streak: int = 0
+    onset: int | None = None
+    recent: list[float] = field(default_factory=list)
+    lost_total: int = 0
+
+
+class ContractionDetector:
+    """The per-loop state machine healthy <-> contracting. Feed it one cycle at a time."""
+
+    def __init__(self, config: DetectorConfig | None = None) -> None:
+        self.config = config or DetectorConfig()
+        self._s = _State()
+
+    @property
+    def state(self) -> State:
+        return self._s.state
+
+    @property
+    def cycle(self) -> int:
+        """Number of cycles seen so far."""
+        return self._s.cycle
+
+    @property
+    def onset(self) -> int | None:
+        """First cycle of the evidence run that entered the current contracting episode."""
+        return self._s.onset
+
+    @property
+    def lost_total(self) -> int:
+        """Cumulative literal loss over every cycle seen."""
+        return self._s.lost_total
+
+    def update(self, d: float, literals_before: int, literals_lost: int) -> CycleVerdict:
+        """Judge the next cycle and advance the state."""
+        self._s, verdict = self._step(d, literals_before, literals_lost)
+        return verdict
+
+    def preview(self, d: float, literals_before: int, literals_lost: int) -> CycleVerdict:
+        """What `update` would return, without advancing the state (for a rewrite not yet applied)."""
+        return self._step(d, literals_before, literals_lost)[1]
+
+    def _step(self, d: float, literals_before: int, literals_lost: int) -> tuple[_State, CycleVerdict]:
+        _check_figures(d, literals_before, literals_lost)
+        cfg, s = self.config, self._s
+        r = literals_lost / literals_before if literals_before else 0.0
+        shrinking = bool(s.recent) and d < cfg.shrink_ratio * max(s.recent)
+        losing = literals_lost >= cfg.min_lost and literals_before >= cfg.min_literals
+        below = d < r
+        evidence = shrinking and losing and below
+        clear = literals_lost == 0 or d >= r + cfg.exit_margin
+        cycle = s.cycle + 1
+        state, streak, onset = s.state, s.streak, s.onset
+        entered = left = False
+        if state == "healthy":
+            streak = streak + 1 if evidence else 0
+            if streak >= cfg.enter_cycles:
+                state, entered, onset, streak = "contracting", True, cycle - streak + 1, 0
+        else:
+            streak = streak + 1 if clear else 0
+            if streak >= cfg.exit_cycles:
+                state, left, streak = "healthy", True, 0
+        recent = (s.recent + [d])[-cfg.window:]
+        new = _State(state, cycle, streak, onset, recent, s.lost_total + literals_lost)
+        verdict = CycleVerdict(cycle, state, d, r, literals_before, literals_lost, shrinking, losing, below,
+                               streak, onset, entered, left)
+        return new, verdict
+
+    # --- persistence -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The state as a small JSON-able dict (the configuration is not included)."""
+        s = self._s
+        return {"v": _STATE_VERSION, "state": s.state, "cycle": s.cycle, "streak": s.streak, "onset": s.onset,
+                "recent": list(s.recent), "lost_total": s.lost_total}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], config: DetectorConfig | None = None) -> ContractionDetector:
+        """Rebuild a detector from `to_dict` output; a malformed dict raises ValueError naming the field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"detector state must be a dict, got {type(data).__name__}")
+        if data.get("v") != _STATE_VERSION:
+            raise ValueError(f"detector state field 'v': unsupported version {data.get('v')!r}")
+        det = cls(config)
+        state = data.get("state")
+        if state not in STATES:
+            raise ValueError(f"detector state field 'state': expected one of {STATES}, got {state!r}")
+        ints = {}
+        for name in ("cycle", "streak", "lost_total"):
+            value = data.get(name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"detector state field {name!r}: expected an integer >= 0, got {value!r}")
+            ints[name] = value
+        onset = data.get("onset")
+        if onset is not None and (isinstance(onset, bool) or not isinstance(onset, int) or onset < 1):
+            raise ValueError(f"detector state field 'onset': expected null or an integer >= 1, got {onset!r}")
+        recent = data.get("recent")
+        if not isinstance(recent, list) or not all(_is_distance(x) for x in recent):
+            raise ValueError(f"detector state field 'recent': expected a list of distances in [0, 1], "
+                             f"got {recent!r}")
+        det._s = _State(state, ints["cycle"], ints["streak"], onset,
+                        [float(x) for x in recent][-det.config.window:], ints["lost_total"])
+        return det
+
+    def with_config(self, config: DetectorConfig) -> ContractionDetector:
+        """A copy of this detector's state under another configuration."""
+        return ContractionDetector.from_dict(self.to_dict(), config)
+
+    def __repr__(self) -> str:
+        return f"ContractionDetector(state={self.state!r}, cycle={self.cycle}, onset={self.onset})"
+
+
+def _is_distance(x: object) -> bool:
+    return not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x) and 0.0 <= x <= 1.0
+
+
+def _check_figures(d: float, literals_before: int, literals_lost: int) -> None:
+    if not _is_distance(d):
+        raise ValueError(f"hash distance must be a finite number in [0, 1], got {d!r}")
+    for name, value in (("literals_before", literals_before), ("literals_lost", literals_lost)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    if literals_lost > literals_before:
+        raise ValueError(f"literals_lost ({literals_lost}) exceeds literals_before ({literals_before})")
+

@@ -1,0 +1,257 @@
+"""Locality-sensitive buffer fingerprints (SimHash family) with exact incremental updates.
+
+The fingerprint of a buffer is a signed random projection of its feature-count vector, the
+quantity whose signs are Charikar's SimHash. Features are the distinct lower-cased word bigrams
+of each message (punctuation is a word break; a message without words contributes one feature
+naming its canonical digest, so a swapped image still counts). Each feature is hashed with
+xxh3-64 under a fixed seed — never Python's per-process `hash()` — to one of `lanes` lanes
+(default 512) and a sign, as in a count sketch. A message's contribution is that signed lane
+vector; a buffer's fingerprint is the exact integer sum of its messages' contributions.
+
+Because the sum is exact integer arithmetic, removing a message subtracts precisely what adding
+it added: an incrementally updated fingerprint *equals* a full recompute, and a rewrite that
+changed 5 of 500 messages costs 5 messages. The lane vector is packed into one Python integer
+(32-bit lanes, offset-binary on decode), so adding or removing a message is one big-integer
+addition. Contributions are cached per message digest in a bounded cache.
+
+Distance is the angle between two projections, normalised to [0, 1]: ``d = 2·θ/π`` where
+``cos θ`` is the cosine of the two lane vectors. Identical buffers give 0, buffers with no
+bigram in common give ~1 (feature vectors are non-negative, so the true angle is at most 90°;
+estimates past it are clipped). The scale — replacing 10% of the words of a buffer gives about
+0.28 — is part of the contraction alarm's definition and is documented with its measurements in
+docs/alarm.md (`bench/bench_fingerprint.py` prints them).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
+from operator import and_, mul
+
+import xxhash
+
+from .model import Message
+
+LANES = 512
+FEATURE_SEED = 0x63747877  # "ctxw": fixed, so fingerprints agree across processes and hosts
+CACHE_LIMIT = 8192
+
+_LANE_BITS = 32
+_BIAS = 1 << (_LANE_BITS - 1)
+_MAX_FEATURES = _BIAS - 1  # no lane can overflow while the buffer has fewer features than this
+_PUNCTUATION = str.maketrans({c: " " for c in "!\"#$%&'()*+,-./:;<=>?@[\\]^`{|}~"})
+
+
+def message_features(message: Message) -> set[str]:
+    """The distinct features of one message: lower-cased word bigrams (one word: the word)."""
+    words = message.text.lower().translate(_PUNCTUATION).split()
+    if len(words) > 1:
+        return set(map(" ".join, zip(words, words[1:], strict=False)))
+    if words:
+        return set(words)
+    return {f"\x00{message.role}\x00{message.digest_hex}"}
+
+
+class Contribution:
+    """One message's signed lane vector, packed into a single integer."""
+
+    __slots__ = ("packed", "features")
+
+    def __init__(self, packed: int, features: int) -> None:
+        self.packed = packed
+        self.features = features
+
+
+class Fingerprinter:
+    """Computes message contributions (cached by digest) and buffer fingerprints.
+
+    `lanes` (a power of two) and `seed` define the fingerprint: distances are only defined
+    between fingerprints made with the same pair. `cache_limit` bounds the number of cached
+    message contributions (each is ``4 · lanes`` bytes).
+    """
+
+    def __init__(self, lanes: int = LANES, *, seed: int = FEATURE_SEED,
+                 cache_limit: int = CACHE_LIMIT) -> None:
+        if lanes < 8 or lanes & (lanes - 1):
+            raise ValueError(f"lanes must be a power of two >= 8, got {lanes}")
+        if cache_limit < 1:
+            raise ValueError(f"cache_limit must be >= 1, got {cache_limit}")
+        self.lanes = lanes
+        self.seed = seed
+        self.cache_limit = cache_limit
+        self._mask = 2 * lanes - 1
+        self._offset = int.from_bytes(array("I", repeat(_BIAS, lanes)).tobytes(), "little")
+        self._cache: dict[int, Contribution] = {}
+
+    @property
+    def config(self) -> tuple[int, int]:
+        return (self.lanes, self.seed)
+
+    @property
+    def cached(self) -> int:
+        """How many message contributions the cache holds."""
+        return len(self._cache)
+
+    def clear(self) -> None:
+        """Empty the contribution cache (fingerprints already made keep their contributions)."""
+        self._cache.clear()
+
+    def message(self, message: Message) -> Contribution:
+        """The contribution of one message, computed once per distinct content."""
+        key = message.digest
+        found = self._cache.get(key)
+        if found is None:
+            if len(self._cache) >= self.cache_limit:
+                for stale in list(self._cache)[: max(1, self.cache_limit // 2)]:
+                    del self._cache[stale]
+            found = self._cache[key] = self._compute(message)
+        return found
+
+    def _compute(self, message: Message) -> Contribution:
+        feats = message_features(message)
+        hashes = map(xxhash.xxh3_64_intdigest, feats, repeat(self.seed))
+        codes = Counter(map(and_, hashes, repeat(self._mask)))
+        vec = [_BIAS] * self.lanes
+        for code, count in codes.items():
+            vec[code >> 1] += count if code & 1 else -count
+        packed = int.from_bytes(array("I", vec).tobytes(), "little") - self._offset
+        return Contribution(packed, len(feats))
+
+    def buffer(self, messages: Iterable[Message], *,
+               base: BufferFingerprint | None = None) -> BufferFingerprint:
+        """The fingerprint of a buffer. With `base` (the fingerprint of an earlier buffer made by
+        this fingerprinter) only the messages that differ between the two are processed."""
+        if base is None:
+            return BufferFingerprint(self, 0, 0, {}).updated((), messages)
+        self._check_same(base)
+        counts: Counter[int] = Counter()
+        first: dict[int, Message] = {}
+        for m in messages:
+            counts[m.digest] += 1
+            first.setdefault(m.digest, m)
+        removed: list[int] = []
+        added: list[Message] = []
+        for digest, (had, _) in base.members.items():
+            removed.extend(repeat(digest, had - counts.get(digest, 0)))
+        for digest, has in counts.items():
+            entry = base.members.get(digest)
+            added.extend(repeat(first[digest], has - (entry[0] if entry else 0)))
+        return base._apply(removed, added)
+
+    def _check_same(self, fp: BufferFingerprint) -> None:
+        if fp.config != self.config:
+            raise ValueError(f"fingerprint made with (lanes, seed) {fp.config}, "
+                             f"this fingerprinter uses {self.config}")
+
+    def decode(self, packed: int) -> list[int]:
+        """The signed lane vector of a packed sum."""
+        return [v - _BIAS for v in array("I", (packed + self._offset).to_bytes(4 * self.lanes, "little"))]
+
+
+class BufferFingerprint:
+    """The fingerprint of one buffer: the packed lane sum, its feature count, and the multiset of
+    member messages (digest -> (count, contribution)), so later updates never need the cache.
+
+    Immutable: `updated` returns a new fingerprint. Two fingerprints are equal when they were made
+    with the same configuration from the same multiset of messages.
+    """
+
+    __slots__ = ("fingerprinter", "packed", "features", "members", "_vector", "_norm")
+
+    def __init__(self, fingerprinter: Fingerprinter, packed: int, features: int,
+                 members: Mapping[int, tuple[int, Contribution]]) -> None:
+        self.fingerprinter = fingerprinter
+        self.packed = packed
+        self.features = features
+        self.members = members
+        self._vector: list[int] | None = None
+        self._norm: float | None = None
+
+    @property
+    def config(self) -> tuple[int, int]:
+        return self.fingerprinter.config
+
+    @property
+    def size(self) -> int:
+        """Number of messages in the buffer."""
+        return sum(count for count, _ in self.members.values())
+
+    def updated(self, removed: Iterable[Message], added: Iterable[Message]) -> BufferFingerprint:
+        """The fingerprint after removing `removed` and adding `added` (each counted with
+        multiplicity). Removing a message that is not in the buffer raises ValueError."""
+        return self._apply([m.digest for m in removed], added)
+
+    def _apply(self, removed: Sequence[int], added: Iterable[Message]) -> BufferFingerprint:
+        members = dict(self.members)
+        packed, features = self.packed, self.features
+        for digest in removed:
+            entry = members.get(digest)
+            if entry is None:
+                raise ValueError(f"cannot remove message {digest:032x}: it is not in this buffer")
+            count, contrib = entry
+            if count == 1:
+                del members[digest]
+            else:
+                members[digest] = (count - 1, contrib)
+            packed -= contrib.packed
+            features -= contrib.features
+        fpr = self.fingerprinter
+        for m in added:
+            contrib = fpr.message(m)
+            entry = members.get(m.digest)
+            members[m.digest] = (entry[0] + 1 if entry else 1, contrib)
+            packed += contrib.packed
+            features += contrib.features
+        if features > _MAX_FEATURES:
+            raise ValueError(f"buffer has {features} features; "
+                             f"the fingerprint supports at most {_MAX_FEATURES}")
+        return BufferFingerprint(fpr, packed, features, members)
+
+    @property
+    def vector(self) -> list[int]:
+        """The signed lane vector (decoded once)."""
+        if self._vector is None:
+            self._vector = self.fingerprinter.decode(self.packed)
+        return self._vector
+
+    @property
+    def norm(self) -> float:
+        if self._norm is None:
+            vec = self.vector
+            self._norm = math.sqrt(sum(map(mul, vec, vec)))
+        return self._norm
+
+    def distance(self, other: BufferFingerprint) -> float:
+        return distance(self, other)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BufferFingerprint):
+            return NotImplemented
+        return (self.config == other.config and self.packed == other.packed
+                and self.features == other.features and self.counts() == other.counts())
+
+    def counts(self) -> dict[int, int]:
+        """The member multiset: message digest -> how many times it is in the buffer."""
+        return {digest: count for digest, (count, _) in self.members.items()}
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"BufferFingerprint(messages={self.size}, features={self.features}, lanes={self.config[0]})"
+
+
+def distance(a: BufferFingerprint, b: BufferFingerprint) -> float:
+    """Normalised angle between two fingerprints, in [0, 1]: 0 for the same content, ~1 for
+    buffers with no word bigram in common, 1 between an empty and a non-empty buffer."""
+    if a.config != b.config:
+        raise ValueError(f"fingerprints made with different (lanes, seed): {a.config} vs {b.config}")
+    if a.packed == b.packed:
+        return 0.0
+    na, nb = a.norm, b.norm
+    if not na or not nb:
+        return 1.0
+    cosine = sum(map(mul, a.vector, b.vector)) / (na * nb)
+    return min(1.0, 2.0 * math.acos(max(-1.0, min(1.0, cosine))) / math.pi)

@@ -1,0 +1,263 @@
+"""``ctxwatch[otlp]``: one call that wires the OpenTelemetry SDK to export ctxwatch telemetry over
+OTLP/HTTP, for applications that have no OpenTelemetry setup of their own.
+
+`install()` builds an SDK TracerProvider (BatchSpanProcessor, OTLP/HTTP span exporter) and a
+MeterProvider (PeriodicExportingMetricReader, OTLP/HTTP metric exporter) from the standard
+``OTEL_*`` variables and makes them global — each only if the application has not set its own:
+a provider the application already installed is never replaced. `build()` does the same without
+touching the globals (pass its providers to `MutationTelemetry`).
+
+Fail open: the exporters are wrapped so a failed or raising export is counted
+(``ctxwatch.telemetry.errors``, `ctxwatch.telemetry.error_count`) and logged at debug level;
+exporting runs on the SDK's background threads with a bounded queue (spans past it are dropped,
+never waited for) and per-request timeouts; `OtlpPipeline.shutdown` and `force_flush` return
+after `timeout_s` even when an exporter hangs.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from . import semconv
+from .telemetry.failures import record_failure
+from .telemetry.metrics import instruments_for
+from .telemetry.mutation import VERSION
+
+ENV_SDK_DISABLED = "OTEL_SDK_DISABLED"
+ENV_TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"
+ENV_METRICS_EXPORTER = "OTEL_METRICS_EXPORTER"
+DEFAULT_SHUTDOWN_TIMEOUT_S = 5.0
+
+OnFailure = Callable[[BaseException | str], None]
+
+
+def _counted(on_failure: OnFailure, call: Callable[[], Any], success: Any, failure: Any) -> Any:
+    """`call()`, with a raised exception or a result other than `success` counted (never raised)."""
+    try:
+        result = call()
+    except Exception as exc:  # noqa: BLE001 - fail open
+        on_failure(exc)
+        return failure
+    if result is not success:
+        on_failure("ExportFailed")
+    return result
+
+
+def _quietly(on_failure: OnFailure, call: Callable[[], Any], fallback: Any = None) -> Any:
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - fail open
+        on_failure(exc)
+        return fallback
+
+
+class CountingSpanExporter(SpanExporter):
+    """Wraps a span exporter: failures and exceptions are counted, never propagated."""
+
+    def __init__(self, inner: SpanExporter, on_failure: OnFailure) -> None:
+        self.inner = inner
+        self._on_failure = on_failure
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return _counted(self._on_failure, lambda: self.inner.export(spans), SpanExportResult.SUCCESS,
+                        SpanExportResult.FAILURE)
+
+    def shutdown(self) -> None:
+        _quietly(self._on_failure, self.inner.shutdown)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return _quietly(self._on_failure, lambda: self.inner.force_flush(timeout_millis), False)
+
+
+class CountingMetricExporter(MetricExporter):
+    """Wraps a metric exporter (keeping its temporality and aggregation preferences) the same way."""
+
+    def __init__(self, inner: MetricExporter, on_failure: OnFailure) -> None:
+        super().__init__(preferred_temporality=inner._preferred_temporality,
+                         preferred_aggregation=inner._preferred_aggregation)
+        self.inner = inner
+        self._on_failure = on_failure
+
+    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        return _counted(self._on_failure,
+                        lambda: self.inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs),
+                        MetricExportResult.SUCCESS, MetricExportResult.FAILURE)
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return _quietly(self._on_failure, lambda: self.inner.force_flush(timeout_millis=timeout_millis),
+                        False)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        _quietly(self._on_failure, lambda: self.inner.shutdown(timeout_millis=timeout_millis, **kwargs))
+
+
+def _bounded(calls: Sequence[Callable[[], Any]], timeout_s: float) -> bool:
+    """Run `calls` on daemon threads; True if all finished within `timeout_s` (never blocks longer)."""
+    threads = []
+    for call in calls:
+        def run(call: Callable[[], Any] = call) -> None:
+            try:
+                call()
+            except Exception as exc:  # noqa: BLE001 - fail open
+                record_failure("end", exc)
+        thread = threading.Thread(target=run, name="ctxwatch-otlp-flush", daemon=True)
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        thread.join(timeout_s)
+    return not any(t.is_alive() for t in threads)
+
+
+@dataclass
+class OtlpPipeline:
+    """The providers `build` / `install` made (None for a signal left to the application or off)."""
+
+    tracer_provider: TracerProvider | None = None
+    meter_provider: MeterProvider | None = None
+    installed_traces: bool = False
+    installed_metrics: bool = False
+
+    def force_flush(self, timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S) -> bool:
+        """Export what is buffered; returns within `timeout_s` (False if an exporter is still busy)."""
+        return _bounded([p.force_flush for p in self._providers()], timeout_s)
+
+    def shutdown(self, timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S) -> bool:
+        """Flush and stop both providers; returns within `timeout_s` even with a hanging exporter."""
+        return _bounded([p.shutdown for p in self._providers()], timeout_s)
+
+    def _providers(self) -> list[Any]:
+        return [p for p in (self.tracer_provider, self.meter_provider) if p is not None]
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() == "true"
+
+
+def _exporter_off(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() == "none"
+
+
+def _signal_url(endpoint: str | None, path: str) -> str | None:
+    return None if endpoint is None else endpoint.rstrip("/") + path
+
+
+def _resource(service_name: str | None, loop_id: str | None,
+              attributes: Mapping[str, Any] | None) -> Resource:
+    attrs: dict[str, Any] = dict(attributes or {})
+    if service_name:
+        attrs["service.name"] = service_name
+    if loop_id:
+        attrs[semconv.LOOP_ID] = loop_id
+    return Resource.create(attrs)  # merges OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME (ours win)
+
+
+def build(*, service_name: str | None = None, loop_id: str | None = None,
+          resource_attributes: Mapping[str, Any] | None = None, endpoint: str | None = None,
+          headers: Mapping[str, str] | None = None, timeout_s: float | None = None,
+          with_traces: bool = True, with_metrics: bool = True,
+          span_exporter: SpanExporter | None = None, metric_exporter: MetricExporter | None = None,
+          max_queue_size: int | None = None, max_export_batch_size: int | None = None,
+          schedule_delay_s: float | None = None, export_interval_s: float | None = None) -> OtlpPipeline:
+    """Build (without installing) SDK providers exporting over OTLP/HTTP.
+
+    Unset arguments come from the standard variables: ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
+    ``..._TRACES_ENDPOINT`` / ``..._METRICS_ENDPOINT``, ``..._HEADERS``, ``..._TIMEOUT``,
+    ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_BSP_*``, ``OTEL_METRIC_EXPORT_*``.
+    `endpoint` is the base URL (``/v1/traces`` and ``/v1/metrics`` are appended). `loop_id` puts
+    ``ctxwatch.loop.id`` on the resource (one loop per process). Nothing is built for a signal
+    whose ``OTEL_<SIGNAL>_EXPORTER`` is ``none``, nor at all when ``OTEL_SDK_DISABLED=true``.
+    `span_exporter` / `metric_exporter` replace the OTLP exporters (they are wrapped all the same).
+    """
+    pipeline = OtlpPipeline()
+    if _env_true(ENV_SDK_DISABLED):
+        return pipeline
+    resource = _resource(service_name, loop_id, resource_attributes)
+    if with_metrics and not _exporter_off(ENV_METRICS_EXPORTER):
+        inner = metric_exporter or OTLPMetricExporter(endpoint=_signal_url(endpoint, "/v1/metrics"),
+                                                      headers=headers, timeout=timeout_s)
+        reader = PeriodicExportingMetricReader(
+            CountingMetricExporter(inner, _counting("export_metrics", pipeline)),
+            export_interval_millis=None if export_interval_s is None else export_interval_s * 1000)
+        pipeline.meter_provider = MeterProvider(metric_readers=[reader], resource=resource,
+                                                shutdown_on_exit=False)
+    if with_traces and not _exporter_off(ENV_TRACES_EXPORTER):
+        inner_spans = span_exporter or OTLPSpanExporter(endpoint=_signal_url(endpoint, "/v1/traces"),
+                                                        headers=headers, timeout=timeout_s)
+        provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        provider.add_span_processor(BatchSpanProcessor(
+            CountingSpanExporter(inner_spans, _counting("export_traces", pipeline)),
+            max_queue_size=max_queue_size, max_export_batch_size=max_export_batch_size,
+            schedule_delay_millis=None if schedule_delay_s is None else schedule_delay_s * 1000))
+        pipeline.tracer_provider = provider
+    return pipeline
+
+
+def _counting(stage: str, pipeline: OtlpPipeline) -> OnFailure:
+    """A failure callback counting on the error counter of the pipeline's meter provider (the
+    global one when the pipeline has none), looked up when a failure happens."""
+    schema_url = semconv.genai_names().schema_url
+
+    def on_failure(error: BaseException | str) -> None:
+        try:
+            counter = instruments_for(pipeline.meter_provider, VERSION, schema_url).telemetry_errors
+        except Exception:  # noqa: BLE001 - the count in `failures` still holds
+            counter = None
+        record_failure(stage, error, counter)
+    return on_failure
+
+
+def _is_default_tracer_provider() -> bool:
+    return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def _is_default_meter_provider() -> bool:
+    from opentelemetry.metrics._internal import _ProxyMeterProvider  # the API's "not set yet" provider
+    return isinstance(metrics.get_meter_provider(), _ProxyMeterProvider)
+
+
+def _adopt(provider: Any, set_global: Callable[[Any], None], get_global: Callable[[], Any],
+           timeout_s: float) -> bool:
+    """Make `provider` global; if another one won the race, shut ours down and report False."""
+    set_global(provider)
+    if get_global() is provider:
+        return True
+    _bounded([provider.shutdown], timeout_s)
+    return False
+
+
+def install(*, shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S, **options: Any) -> OtlpPipeline:
+    """Build the OTLP pipeline for each signal the application has no provider for, and make it global.
+
+    Providers the application already set are never replaced (that signal is then not built).
+    The pipeline is shut down at interpreter exit within `shutdown_timeout_s`. Takes `build`'s
+    keyword options.
+    """
+    with_traces = options.pop("with_traces", True) and _is_default_tracer_provider()
+    with_metrics = options.pop("with_metrics", True) and _is_default_meter_provider()
+    pipeline = build(with_traces=with_traces, with_metrics=with_metrics, **options)
+    if pipeline.meter_provider is not None:
+        pipeline.installed_metrics = _adopt(pipeline.meter_provider, metrics.set_meter_provider,
+                                            metrics.get_meter_provider, shutdown_timeout_s)
+        if not pipeline.installed_metrics:
+            pipeline.meter_provider = None
+    if pipeline.tracer_provider is not None:
+        pipeline.installed_traces = _adopt(pipeline.tracer_provider, trace.set_tracer_provider,
+                                           trace.get_tracer_provider, shutdown_timeout_s)
+        if not pipeline.installed_traces:
+            pipeline.tracer_provider = None
+    atexit.register(pipeline.shutdown, shutdown_timeout_s)
+    return pipeline

@@ -1,0 +1,246 @@
+"""Every telemetry name ctxwatch emits: the span name, span attributes, metric instruments, units.
+
+This module is the wire contract (DESIGN.md, "Wire contract"); docs/telemetry.md documents it and
+the monitor reads it. It holds names and small pure helpers only — no OpenTelemetry import.
+
+GenAI semantic conventions: the reused `gen_ai.*` and `error.type` names follow semantic-conventions
+v1.41.0 (the last release carrying the GenAI conventions in the main repository) by default. With
+``OTEL_SEMCONV_STABILITY_OPT_IN`` containing ``gen_ai_latest_experimental`` the names come from the
+GenAI repository (open-telemetry/semantic-conventions-genai). No name we reuse differs between the
+two today, so the switch changes the schema URL only; `GenAINames` is where a future rename lands.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .report import INVARIANTS, MUTATION_KINDS
+
+INSTRUMENTATION_NAME = "ctxwatch"
+
+# --- schema URLs and environment variables -----------------------------------------------------
+SCHEMA_URL_V1_41 = "https://opentelemetry.io/schemas/1.41.0"
+# The schema URL the GenAI repository's model/manifest.yaml publishes (it has no tagged schema yet).
+SCHEMA_URL_GENAI_LATEST = "https://opentelemetry.io/schemas/gen-ai-dev/1.42.0-dev"
+
+ENV_STABILITY_OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
+GENAI_LATEST_EXPERIMENTAL = "gen_ai_latest_experimental"
+ENV_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+# Values of ENV_CAPTURE_CONTENT that turn span content capture on (case-insensitive): the boolean
+# form of the v1.41.0-era instrumentations and the span modes of the latest ones.
+CAPTURE_CONTENT_ON = frozenset({"true", "span_only", "span_and_event"})
+
+# --- span --------------------------------------------------------------------------------------
+SPAN_NAME_PREFIX = "ctxwatch"
+
+
+def span_name(kind: str) -> str:
+    """The span name for a mutation kind: ``ctxwatch {kind}`` (kind already bounded)."""
+    return f"{SPAN_NAME_PREFIX} {kind}"
+
+
+# ctxwatch attributes (span). Set at span start (they are known before the checks run and samplers
+# may use them): loop id, kind, pass number and cap, service, agent, conversation.
+LOOP_ID = "ctxwatch.loop.id"
+MUTATION_KIND = "ctxwatch.mutation.kind"
+PASS_NUMBER = "ctxwatch.pass.number"
+PASS_CAP = "ctxwatch.pass.cap"
+SERVICE_NAME = "ctxwatch.service.name"
+# Set when the guard's report arrives.
+DECISION = "ctxwatch.decision"
+HASH_DISTANCE = "ctxwatch.hash.distance"
+LITERALS_BEFORE = "ctxwatch.literals.before"
+LITERALS_LOST = "ctxwatch.literals.lost"
+ORPHANS_TOOL_USE = "ctxwatch.orphans.tool_use"
+ORPHANS_TOOL_RESULT = "ctxwatch.orphans.tool_result"
+VIOLATIONS = "ctxwatch.violations"
+WARNINGS = "ctxwatch.warnings"
+CONTRACTION_STATE = "ctxwatch.contraction.state"
+MESSAGES_BEFORE = "ctxwatch.messages.before"
+MESSAGES_AFTER = "ctxwatch.messages.after"
+SIZE_BEFORE = "ctxwatch.size.before"
+SIZE_AFTER = "ctxwatch.size.after"
+RESIDUAL_PRESSURE = "ctxwatch.pass.residual_pressure"
+DEFERRAL_ID = "ctxwatch.deferral.id"
+# Opt-in content (only with content capture on).
+LOST_LITERAL_VALUES = "ctxwatch.literals.lost_values"
+FINDING_EVENT = "ctxwatch.guard.finding"
+FINDING_INVARIANT = "ctxwatch.invariant"
+FINDING_ACTION = "ctxwatch.finding.action"
+FINDING_MESSAGE = "ctxwatch.finding.message"
+MAX_CAPTURED_LITERALS = 64
+
+# Metric-only attributes.
+INVARIANT = FINDING_INVARIANT
+ORPHAN_SIDE = "ctxwatch.orphan.side"
+TELEMETRY_STAGE = "ctxwatch.telemetry.stage"
+ORPHAN_SIDES: tuple[str, ...] = ("tool_use", "tool_result")
+TELEMETRY_STAGES: tuple[str, ...] = ("start", "end", "export_traces", "export_metrics")
+
+# Mutation kinds whose applied (patch) decision marks the conversation as compacted.
+COMPACTION_KINDS = frozenset({"compact", "prune"})
+
+# --- bounded values ----------------------------------------------------------------------------
+OVERFLOW = "_OTHER"          # the value past a cap, and for any value outside a closed set
+MAX_LABEL_VALUES = 64        # distinct agent / service names per meter provider before overflow
+MAX_LABEL_LENGTH = 128       # a longer agent / service name is recorded as OVERFLOW on metrics
+
+
+def bounded_kind(kind: str) -> str:
+    """`kind` if it is a known mutation kind, else `OVERFLOW`."""
+    return kind if kind in _KINDS else OVERFLOW
+
+
+def bounded_invariant(invariant: str) -> str:
+    """`invariant` if it is a known invariant id, else `OVERFLOW`."""
+    return invariant if invariant in _INVARIANT_SET else OVERFLOW
+
+
+_KINDS = frozenset(MUTATION_KINDS)
+_INVARIANT_SET = frozenset(INVARIANTS)
+
+
+# --- GenAI names -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GenAINames:
+    """The standard attribute names reused from one version of the GenAI conventions."""
+
+    version: str
+    schema_url: str
+    agent_name: str = "gen_ai.agent.name"
+    conversation_id: str = "gen_ai.conversation.id"
+    # Not in v1.41.0 (added by the GenAI repository); there is no older name it could clash with,
+    # so it is emitted in both modes, and only as `true`.
+    conversation_compacted: str = "gen_ai.conversation.compacted"
+    error_type: str = "error.type"
+
+
+GENAI_V1_41 = GenAINames(version="1.41.0", schema_url=SCHEMA_URL_V1_41)
+GENAI_LATEST = GenAINames(version="latest_experimental", schema_url=SCHEMA_URL_GENAI_LATEST)
+
+
+def genai_names(environ: Mapping[str, str] = os.environ) -> GenAINames:
+    """The GenAI names selected by ``OTEL_SEMCONV_STABILITY_OPT_IN`` (v1.41.0 unless opted in)."""
+    opted = {v.strip().lower() for v in environ.get(ENV_STABILITY_OPT_IN, "").split(",")}
+    return GENAI_LATEST if GENAI_LATEST_EXPERIMENTAL in opted else GENAI_V1_41
+
+
+def capture_content_enabled(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` asks for content on spans."""
+    return environ.get(ENV_CAPTURE_CONTENT, "").strip().lower() in CAPTURE_CONTENT_ON
+
+
+def resolve_loop_id(span_attributes: Mapping[str, object],
+                    resource_attributes: Mapping[str, object] | None = None) -> str | None:
+    """The loop a span belongs to: the span's ``ctxwatch.loop.id``, else the resource's, else None."""
+    for attrs in (span_attributes, resource_attributes or {}):
+        value = attrs.get(LOOP_ID)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+# --- the attribute registry (what docs/telemetry.md documents, what tests check) ----------------
+@dataclass(frozen=True)
+class AttributeSpec:
+    """One span attribute: name, OTel type, and when it is set."""
+
+    name: str
+    type: str   # string | int | double | boolean | string[]
+    when: str
+
+
+_G = GENAI_V1_41
+SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
+    AttributeSpec(LOOP_ID, "string", "start; omitted when the caller gives no loop id (resource fallback)"),
+    AttributeSpec(MUTATION_KIND, "string", "start"),
+    AttributeSpec(PASS_NUMBER, "int", "start"),
+    AttributeSpec(PASS_CAP, "int", "start, when a cap is configured"),
+    AttributeSpec(SERVICE_NAME, "string", "start, when the caller names a service"),
+    AttributeSpec(_G.agent_name, "string", "start, when the caller names the agent"),
+    AttributeSpec(_G.conversation_id, "string", "start, when the caller gives a real conversation id"),
+    AttributeSpec(DECISION, "string", "end"),
+    AttributeSpec(HASH_DISTANCE, "double", "end, when the guard computed it"),
+    *(AttributeSpec(name, "int", "end") for name in (
+        LITERALS_BEFORE, LITERALS_LOST, ORPHANS_TOOL_USE, ORPHANS_TOOL_RESULT,
+        MESSAGES_BEFORE, MESSAGES_AFTER, SIZE_BEFORE, SIZE_AFTER)),
+    AttributeSpec(VIOLATIONS, "string[]", "end (empty list when none)"),
+    AttributeSpec(WARNINGS, "string[]", "end (empty list when none)"),
+    AttributeSpec(CONTRACTION_STATE, "string", "end"),
+    AttributeSpec(RESIDUAL_PRESSURE, "int", "end, when the pass cap is reached"),
+    AttributeSpec(DEFERRAL_ID, "int", "end, on defer"),
+    AttributeSpec(_G.conversation_compacted, "boolean", "end, true on an applied compact/prune; never false"),
+    AttributeSpec(_G.error_type, "string", "end, on abort and halt"),
+    AttributeSpec(LOST_LITERAL_VALUES, "string[]", "end, content capture on and literals lost"),
+)
+
+
+# --- metric instruments ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric instrument: name, instrument kind, UCUM unit, attribute keys, bucket advice."""
+
+    name: str
+    instrument: str            # counter (an observable one, see telemetry.tally) | histogram
+    unit: str
+    attributes: tuple[str, ...]
+    description: str
+    buckets: tuple[float, ...] | None = None
+
+
+_BASE = (MUTATION_KIND, DECISION, _G.agent_name, SERVICE_NAME)
+_DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                     0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_FRACTION_BUCKETS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0)
+_PASS_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100)
+
+MUTATIONS = MetricSpec("ctxwatch.mutations", "counter", "{mutation}", _BASE,
+                       "Mutation attempts checked by the guard, by kind and decision.")
+LOST_LITERALS = MetricSpec("ctxwatch.lost_literals", "counter", "{literal}", _BASE,
+                           "Protected literals a proposed rewrite would drop (applied or refused).")
+ORPHANED_TOOL_PARTS = MetricSpec("ctxwatch.orphaned_tool_parts", "counter", "{part}", (ORPHAN_SIDE, *_BASE),
+                                 "tool_use / tool_result parts a proposed rewrite would leave unpaired.")
+DEFERRALS = MetricSpec("ctxwatch.deferrals", "counter", "{rewrite}",
+                       (MUTATION_KIND, _G.agent_name, SERVICE_NAME),
+                       "Rewrites deferred to the next session boundary.")
+INVARIANT_VIOLATIONS = MetricSpec("ctxwatch.invariant_violations", "counter", "{violation}",
+                                  (INVARIANT, *_BASE),
+                                  "Enforced findings (the mutation was deferred, aborted or halted).")
+INVARIANT_WARNINGS = MetricSpec("ctxwatch.invariant_warnings", "counter", "{warning}",
+                                (INVARIANT, MUTATION_KIND, _G.agent_name, SERVICE_NAME),
+                                "Findings that were only reported (the mutation went ahead).")
+TELEMETRY_ERRORS = MetricSpec("ctxwatch.telemetry.errors", "counter", "{error}",
+                              (TELEMETRY_STAGE, _G.error_type),
+                              "Errors inside ctxwatch telemetry or its exporters (never raised).")
+GUARD_DURATION = MetricSpec("ctxwatch.guard.duration", "histogram", "s", _BASE,
+                            "Time the guard spent checking one mutation.", _DURATION_BUCKETS)
+HASH_DISTANCE_HISTOGRAM = MetricSpec("ctxwatch.rewrite.hash_distance", "histogram", "1", _BASE,
+                                     "Fingerprint distance d_t between consecutive buffers (0..1).",
+                                     _FRACTION_BUCKETS)
+LITERAL_LOSS_RATE = MetricSpec("ctxwatch.rewrite.literal_loss_rate", "histogram", "1", _BASE,
+                               "Literal-loss rate r_t = lost / literals before (when there were literals).",
+                               _FRACTION_BUCKETS)
+PASS_NUMBER_HISTOGRAM = MetricSpec("ctxwatch.rewrite.pass_number", "histogram", "{pass}", _BASE,
+                                   "Pass number of each checked mutation.", _PASS_BUCKETS)
+
+METRICS: tuple[MetricSpec, ...] = (
+    MUTATIONS, LOST_LITERALS, ORPHANED_TOOL_PARTS, DEFERRALS, INVARIANT_VIOLATIONS, INVARIANT_WARNINGS,
+    TELEMETRY_ERRORS, GUARD_DURATION, HASH_DISTANCE_HISTOGRAM, LITERAL_LOSS_RATE, PASS_NUMBER_HISTOGRAM,
+)
+
+# Prometheus label the monitor uses for each metric attribute key (DESIGN.md: bounded labels).
+PROMETHEUS_LABELS: dict[str, str] = {
+    MUTATION_KIND: "kind", DECISION: "decision", _G.agent_name: "agent", SERVICE_NAME: "service",
+    INVARIANT: "invariant", ORPHAN_SIDE: "side", TELEMETRY_STAGE: "stage", _G.error_type: "error_type",
+}
+
+_UNIT_SUFFIX = {"s": "_seconds", "By": "_bytes"}
+
+
+def prometheus_name(spec: MetricSpec) -> str:
+    """The Prometheus family name of an instrument: dots to underscores, base-unit suffix, `_total`
+    on counters (annotation units like ``{mutation}`` and ``1`` add no suffix)."""
+    name = spec.name.replace(".", "_") + _UNIT_SUFFIX.get(spec.unit, "")
+    return name + "_total" if spec.instrument == "counter" else name
