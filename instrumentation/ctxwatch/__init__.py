@@ -12,6 +12,8 @@ Importing ctxwatch imports no agent framework and no OpenTelemetry SDK.
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .contraction import ContractionDetector, CycleVerdict, DetectorConfig
+from .directives import find_directives, out_of_band, strip_directives
 from .errors import (
     ContextRewriteInvalidatesPlanError,
     ContractionRegimeError,
@@ -21,7 +23,9 @@ from .errors import (
     OrphanedToolPairError,
     PolicyMutationError,
 )
+from .fingerprint import Fingerprinter, distance
 from .guard import ContextGuard
+from .idempotence import IdempotenceResult, check_idempotence
 from .invariants.plan import PlanStep
 from .literals import LiteralRegistry
 from .model import Context, Message, OpaquePart, TextPart, ToolCall, ToolResult, ToolSchema
@@ -35,10 +39,11 @@ except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0"
 
 __all__ = [
-    "DECISIONS", "INVARIANTS", "MUTATION_KINDS",
-    "Context", "ContextGuard", "ContextRewriteInvalidatesPlanError", "ContractionRegimeError", "Finding",
+    "DECISIONS", "INVARIANTS", "MUTATION_KINDS", "__version__", "check_idempotence", "Context", "ContextGuard",
+    "ContextRewriteInvalidatesPlanError", "ContractionDetector", "ContractionRegimeError", "CycleVerdict",
+    "DetectorConfig", "distance", "find_directives", "Finding", "Fingerprinter", "IdempotenceResult",
     "InvalidContextError", "LiteralRegistry", "Message", "MutationTelemetry", "NonIdempotentRewriteError",
-    "NonMonotonicRewriteError",
-    "OpaquePart", "OrphanedToolPairError", "PlanStep", "PolicyMutationError", "Report", "TextPart", "ToolCall",
-    "ToolResult", "ToolSchema", "verify_jsonl", "__version__",
+    "NonMonotonicRewriteError", "OpaquePart", "OrphanedToolPairError", "out_of_band", "PlanStep",
+    "PolicyMutationError", "Report", "strip_directives", "TextPart", "ToolCall", "ToolResult", "ToolSchema",
+    "verify_jsonl",
 ]

@@ -123,7 +123,6 @@ class ContextGuard:
         self._fp_last_rewrite = None
         self._rendered: Any = None
         self._in_flight: list[str] = []
-        self._pinned_symbols: set[str] = set()
         self.passes_used = 0
         self.halted_at: int | None = None
 
@@ -282,7 +281,6 @@ class ContextGuard:
         lines = pin_lines(change.removed_messages, symbols)
         if not lines:
             return list(proposed)
-        self._pinned_symbols.update(symbols)
         pin = Message(self.elision_role, [TextPart("[ctxwatch] pinned references, verbatim:\n" + "\n".join(lines))])
         at = (change.added[-1][0] + 1) if change.added else change.prefix_len
         return self.bridge.to_caller(model[:at] + (pin,) + model[at:], list(proposed))
@@ -348,7 +346,7 @@ class ContextGuard:
             run("policy_isolation", lambda: self.policy.check(change, self._symbols))
             run("order", lambda: self._check_order(change))
             run("plan_reference", lambda: check_plan(self.plan, self._symbols, change.removed_messages,
-                                                     change.added_messages, frozenset(self._pinned_symbols)))
+                                                     change.added_messages))
             run("directive_colocation", lambda: self._check_directives(change))
             run("literal_loss", lambda: self._check_literals(change, figures))
             run("pass_cap", lambda: self._check_pass_cap(figures))

@@ -74,13 +74,13 @@ class Plan:
         return out
 
 
-def check_plan(plan: Plan, index: SymbolIndex, removed: Sequence[Message], added: Sequence[Message],
-               pinned: frozenset[str]) -> list[Finding]:
+def check_plan(plan: Plan, index: SymbolIndex, removed: Sequence[Message],
+               added: Sequence[Message]) -> list[Finding]:
     """A finding naming the dangling symbols and their steps, if the rewrite alters any live reference."""
     refs = plan.live_refs()
     if not refs or not removed:
         return []
-    dangling = index.dangling([s for s in refs if s not in pinned], removed, added)
+    dangling = index.dangling(list(refs), removed, added)
     if not dangling:
         return []
     steps = sorted({sid for s in dangling for sid in refs[s]})

@@ -1,0 +1,84 @@
+"""The `ctxwatch` command line: `demo` (the main job) and `monitor` (the service).
+
+Exit codes: 0 clean, 1 findings, 2 bad usage or unreadable input (with a one-line reason).
+`ctxwatch monitor` runs the service of ctxwatch[monitor] in this process's place; ctxwatch
+itself never imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _positive(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {value!r}")
+    return number
+
+
+def _count(value: str) -> int:
+    number = _positive(value)
+    if number != int(number):
+        raise argparse.ArgumentTypeError(f"must be a whole number: {value!r}")
+    return int(number)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ctxwatch", description="Runtime guards and live observability for "
+                                     "LLM agents that rewrite their own context window.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="run the monitor and a simulated fleet of guarded agent loops",
+                          description="Start the monitor and a simulated fleet (healthy, contracting, orphaning, "
+                          "policy-editing and plan-breaking loops) whose guards export real OTLP spans; show what "
+                          "fires. Exit 0 when every family behaves as designed, 1 otherwise.")
+    demo.add_argument("--duration", type=_positive, default=60.0, help="seconds to run (default 60)")
+    demo.add_argument("--loops", type=_count, default=3, help="concurrent loops per agent (default 3)")
+    demo.add_argument("--port", type=int, default=0, help="the monitor's port (default: a free one)")
+    demo.add_argument("--otlp", metavar="URL", help="send spans to this OTLP/HTTP endpoint (a collector or a "
+                      "monitor) instead of starting a monitor")
+    demo.add_argument("--seed", type=int, default=7, help="seed of the simulated fleet (default 7)")
+    demo.add_argument("--summary-json", type=Path, metavar="FILE", help="also write the closing summary as JSON")
+    demo.add_argument("--keep", action="store_true", help="keep the monitor running after the fleet stops")
+
+    sub.add_parser("monitor", help="run the monitor service (ctxwatch monitor --help for its options)",
+                   add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["monitor"]:
+        return _exec_monitor(args_list[1:])
+    args = build_parser().parse_args(args_list)
+    if args.command == "demo":
+        from .demo import DemoOptions, run_demo
+        try:
+            options = DemoOptions(duration=args.duration, loops=args.loops, port=args.port, otlp=args.otlp,
+                                  seed=args.seed, summary_json=args.summary_json, keep=args.keep)
+            return run_demo(options)
+        except ImportError as exc:
+            print(f"ctxwatch demo: {exc.name} is missing; install ctxwatch[monitor]", file=sys.stderr)
+            return 2
+    return 2
+
+
+def _exec_monitor(argv: list[str]) -> int:
+    """Replace this process with the monitor service (so signals reach uvicorn directly)."""
+    try:
+        os.execv(sys.executable, [sys.executable, "-m", "ctxwatch_monitor", *argv])
+    except OSError as exc:
+        print(f"ctxwatch monitor: cannot start: {exc}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

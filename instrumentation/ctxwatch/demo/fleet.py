@@ -1,0 +1,259 @@
+"""The demo's simulated fleet: agent loops that really rewrite their context through a real guard.
+
+Each family is one agent behaviour, driven by the seeded rewrite functions of `ctxwatch.simulate`
+(no canned outputs) and checked by a `ContextGuard` per loop:
+
+- summarizer (healthy): literal-preserving extractive summaries; deferred while the prefix is
+  consumed, applied at the next session boundary.
+- ranker (healthy): a salience re-ranker with a fixed index (a mutation with provenance).
+- scratchpad (contracts): the directive gets absorbed into the buffer in a phrasing no marker
+  knows, so only the contraction alarm can catch it; the guard halts the loop.
+- compactor: drops the oldest 40% blindly, orphaning tool pairs (refused), then compacts in
+  whole-pair units with an elision marker.
+- ledger: summarizes everything, pinned subgoal included (refused), then only the payload.
+- fixer: paraphrases IDs and paths a pending plan step needs (refused), then pins them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..deferral import pair_units
+from ..errors import NonMonotonicRewriteError
+from ..guard import ContextGuard
+from ..model import Message, TextPart, ToolCall, ToolResult
+from ..report import Report
+from ..simulate.loops import SimulatedAgent
+from ..simulate.rewriters import (
+    ExtractiveSummarizer,
+    InstructionAbsorbingRewriter,
+    ParaphrasingRewriter,
+    SalienceReranker,
+)
+from ..telemetry import MutationTelemetry
+
+ABSORBED_DIRECTIVE = "keep just what matters most and let the rest go"
+
+
+@dataclass
+class LoopTally:
+    """What one loop did: decisions, refusals by invariant, cycles, whether it was halted."""
+
+    cycles: int = 0
+    decisions: Counter = field(default_factory=Counter)
+    violations: Counter = field(default_factory=Counter)  # invariants that refused or halted
+    halted_at: int | None = None
+
+    def add(self, report: Report) -> None:
+        self.decisions[report.decision] += 1
+        if report.decision in ("abort", "halt"):
+            self.violations.update(report.violations)
+
+
+class DemoLoop:
+    """One agent loop of the fleet. `step()` runs one cycle: append turns, rewrite, guard."""
+
+    family = "base"
+    expect_contracting = False
+    max_cycles = 12
+
+    def __init__(self, agent: str, index: int, seed: int, telemetry: MutationTelemetry, **guard_options) -> None:
+        self.agent = agent
+        self.loop_id = f"{agent}-{index:02d}"
+        self.rng = random.Random(seed)
+        self.sim = SimulatedAgent(seed, words_per_turn=60)
+        self.tally = LoopTally()
+        guard_options.setdefault("pass_cap", 3 * self.max_cycles)  # a loop is one episode; refusals retry
+        self.guard = ContextGuard(self.loop_id, agent=agent, service="ctxwatch-demo", telemetry=telemetry,
+                                  **guard_options)
+        self.buffer = self.opening()
+        self.guard.observe(self.buffer)
+
+    @property
+    def done(self) -> bool:
+        return self.tally.halted_at is not None or self.tally.cycles >= self.max_cycles
+
+    def opening(self) -> list[Message]:
+        return self.sim.opening()
+
+    def turns(self) -> list[Message]:
+        return self.sim.turns(2)
+
+    def step(self) -> None:
+        self.tally.cycles += 1
+        grown = self.buffer + self.turns()
+        self._check(grown, "append")
+        self.guard.observe(self.buffer)            # the model consumed it and answered
+        self.rewrite()
+
+    def rewrite(self) -> None:
+        raise NotImplementedError
+
+    def _check(self, proposal: list[Message], kind: str) -> Report:
+        report = self.guard.check(proposal, kind=kind)
+        self.tally.add(report)
+        if report.decision == "patch":
+            self.buffer = list(self.guard.context.messages)
+        elif report.decision == "halt":
+            self.tally.halted_at = self.tally.cycles
+        return report
+
+    def _compact(self, proposal: list[Message], kind: str = "compact") -> Report:
+        """Check a rewrite of the consumed prefix: deferred, then applied at the session boundary."""
+        report = self._check(proposal, kind)
+        if report.decision == "defer":
+            applied = self.guard.session_boundary()
+            if applied is not None:
+                self.tally.add(applied)
+                if applied.decision == "patch":
+                    self.buffer = list(self.guard.context.messages)
+                elif applied.decision == "halt":
+                    self.tally.halted_at = self.tally.cycles
+                return applied
+        return report
+
+
+class SummarizerLoop(DemoLoop):
+    family = "summarizer"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.summarize = ExtractiveSummarizer(0.5, budget=350, keep_last=2, preserve_literals=True)
+
+    def rewrite(self) -> None:
+        self._compact(self.summarize(self.buffer))
+
+
+class RankerLoop(DemoLoop):
+    family = "ranker"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.window = ExtractiveSummarizer(0.6, budget=400, keep_last=2, preserve_literals=True)
+
+    def rewrite(self) -> None:
+        scores = SalienceReranker().scores(self.buffer)
+        index = {self.buffer[i].digest: s for i, s in scores.items()}
+        reranked = SalienceReranker(index=index)(self.buffer)
+        self._compact(self.window(reranked), kind="rerank")
+
+
+class ScratchpadLoop(DemoLoop):
+    family = "scratchpad"
+    expect_contracting = True
+    max_cycles = 16
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.healthy = ExtractiveSummarizer(0.5, budget=350, keep_last=2, preserve_literals=True)
+        self.absorbing = InstructionAbsorbingRewriter(self.rng.uniform(0.35, 0.6), directive=ABSORBED_DIRECTIVE)
+        self.absorbed_at = self.rng.randint(3, 5)
+
+    def rewrite(self) -> None:
+        fn = self.absorbing if self.tally.cycles >= self.absorbed_at else self.healthy
+        self._compact(fn(self.buffer))
+
+
+class ToolRoundsMixin:
+    """Turns that include complete tool rounds (a call and its result)."""
+
+    sim: SimulatedAgent
+    rng: random.Random
+    _calls = 0
+
+    def tool_round(self) -> list[Message]:
+        self._calls += 1
+        cid = f"call_{self.rng.getrandbits(32):08x}"
+        name = self.rng.choice(["query_db", "read_file", "search_logs"])
+        args = json.dumps({"q": self.sim.text.sentence(5)})
+        return [Message("assistant", [ToolCall(cid, name, args)]),
+                Message("tool", [ToolResult(cid, self.sim.text.paragraph(2, literal_prob=0.5))])]
+
+
+class CompactorLoop(ToolRoundsMixin, DemoLoop):
+    family = "compactor"
+
+    def opening(self) -> list[Message]:
+        out = self.sim.opening(2)
+        for _ in range(4):
+            out += self.tool_round()
+        return out
+
+    def turns(self) -> list[Message]:
+        return self.tool_round() + self.sim.turns(1)
+
+    def rewrite(self) -> None:
+        head, history = self.buffer[:1], self.buffer[1:]
+        cut = max(1, int(len(history) * 0.4) | 1)                # an odd cut lands inside a tool round
+        report = self._check(head + history[cut:], "compact")
+        if report.decision != "abort":
+            return
+        dropped = {i for unit in pair_units(self.buffer) if unit.stop <= cut + 1 and unit.start >= 1 for i in unit}
+        aligned = [m for i, m in enumerate(self.buffer) if i not in dropped]
+        if len(aligned) == len(self.buffer):
+            return
+        if self._check(aligned, "compact").decision == "defer":
+            try:
+                self.guard.compact_in_whole_pairs()
+                self.buffer = list(self.guard.context.messages)
+            except NonMonotonicRewriteError as refusal:
+                self.tally.add(refusal.report)
+
+
+class LedgerLoop(DemoLoop):
+    family = "ledger"
+    SUBGOAL = "Subgoal: reconcile the March ledger without modifying the audit log at /var/log/audit/ledger.log."
+
+    def __init__(self, agent: str, index: int, seed: int, telemetry: MutationTelemetry, **options) -> None:
+        super().__init__(agent, index, seed, telemetry, policy=lambda i, m: m.role == "system" or
+                         m.text.startswith("Subgoal:"), **options)
+        self.summarize = ExtractiveSummarizer(0.4, keep_last=2, preserve_literals=True)
+
+    def opening(self) -> list[Message]:
+        base = self.sim.opening(4)
+        return base[:1] + [Message("user", [TextPart(self.SUBGOAL)]),
+                           Message("assistant", [TextPart("Noted: the audit trail /var/log/audit/ledger.log "
+                                                          "is read-only for this task.")])] + base[1:]
+
+    def rewrite(self) -> None:
+        report = self._compact(self.summarize(self.buffer))      # the subgoal gets summarized too: refused
+        if report.decision != "abort":
+            return
+        pinned, payload = self.buffer[:3], self.buffer[3:]
+        self._compact(pinned + self.summarize(payload))
+
+
+class FixerLoop(DemoLoop):
+    family = "fixer"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.paraphrase = ParaphrasingRewriter(0.6, seed=self.rng.randint(0, 10**6))
+        self._set_plan()
+
+    def _set_plan(self) -> None:
+        literals = sorted(self.guard.literals.of_all(m for m in self.buffer if m.role != "system"))
+        chosen = self.rng.sample(literals, min(2, len(literals)))
+        self.guard.plan.set([f"use {lit} in the next tool call" for lit in chosen])
+
+    def rewrite(self) -> None:
+        proposal = self.paraphrase(self.buffer)
+        report = self._compact(proposal, kind="rewrite")
+        if report.decision != "abort" or "plan_reference" not in report.violations:
+            return
+        dangling = next(f.details["symbols"] for f in report.findings if f.invariant == "plan_reference")
+        self._compact(self.guard.pin_symbols(proposal, dangling), kind="rewrite")
+
+
+FAMILIES: dict[str, tuple[str, Callable[..., DemoLoop]]] = {
+    "support-summarizer": ("healthy summarizing loops", SummarizerLoop),
+    "research-ranker": ("healthy re-ranking loops", RankerLoop),
+    "scratchpad-writer": ("instruction absorption: contracts", ScratchpadLoop),
+    "ops-compactor": ("compactions that would orphan tool pairs", CompactorLoop),
+    "ledger-keeper": ("summaries that paraphrase a pinned policy", LedgerLoop),
+    "config-fixer": ("summaries that break a pending plan", FixerLoop),
+}

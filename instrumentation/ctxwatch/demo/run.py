@@ -1,0 +1,197 @@
+"""`ctxwatch demo`: the monitor plus a simulated fleet, a live terminal view and a closing summary.
+
+The fleet's guards export their spans with the real OpenTelemetry SDK and OTLP/HTTP exporter,
+either to a monitor the demo starts (default) or to `--otlp URL` (a collector or a monitor
+elsewhere). Loops run round-robin, paced over `--duration` seconds; a finished loop is replaced
+by a fresh one of the same agent, so the monitor and its dashboards see steady traffic.
+
+At the end the demo asks the monitor which loops it flagged and compares them with what each
+family is built to do: absorption loops must be flagged, healthy loops never.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..telemetry import MutationTelemetry
+from .fleet import FAMILIES, DemoLoop
+from .monitor_process import MonitorClient, MonitorProcess, MonitorUnavailable
+from .view import FleetView
+
+HEALTHY = {"support-summarizer", "research-ranker"}
+CONTRACTING = {"scratchpad-writer"}
+ROUND_S = 1.0  # every active loop runs one cycle per round
+
+
+@dataclass
+class DemoOptions:
+    duration: float = 60.0
+    loops: int = 3
+    port: int = 0
+    otlp: str | None = None
+    seed: int = 7
+    summary_json: Path | None = None
+    keep: bool = False
+
+
+@dataclass
+class AgentTally:
+    """Everything one agent's loops did, summed."""
+
+    description: str
+    loops: list[DemoLoop] = field(default_factory=list)
+
+    @property
+    def decisions(self) -> Counter:
+        return sum((lp.tally.decisions for lp in self.loops), Counter())
+
+    @property
+    def violations(self) -> Counter:
+        return sum((lp.tally.violations for lp in self.loops), Counter())
+
+    @property
+    def cycles(self) -> int:
+        return sum(lp.tally.cycles for lp in self.loops)
+
+    @property
+    def halted(self) -> list[str]:
+        return [lp.loop_id for lp in self.loops if lp.tally.halted_at is not None]
+
+
+class Fleet:
+    """The running loops, per agent, replaced by fresh ones as they finish."""
+
+    def __init__(self, per_agent: int, seed: int, telemetry: MutationTelemetry) -> None:
+        self.telemetry = telemetry
+        self.seed = seed
+        self.agents = {name: AgentTally(desc) for name, (desc, _) in FAMILIES.items()}
+        self.active: list[DemoLoop] = []
+        for name in FAMILIES:
+            for _ in range(per_agent):
+                self._spawn(name)
+
+    def _spawn(self, agent: str) -> None:
+        tally = self.agents[agent]
+        index = len(tally.loops) + 1
+        loop = FAMILIES[agent][1](agent, index, self.seed * 1000 + hash_agent(agent) + index, self.telemetry)
+        tally.loops.append(loop)
+        self.active.append(loop)
+
+    def step_all(self) -> None:
+        for loop in list(self.active):
+            loop.step()
+            if loop.done:
+                self.active.remove(loop)
+                self._spawn(loop.agent)
+
+
+def hash_agent(name: str) -> int:
+    """A small stable number per agent name (Python's hash() is salted per process)."""
+    return sum(ord(c) * (i + 1) for i, c in enumerate(name)) % 997
+
+
+def verdicts(fleet: Fleet, monitor_loops: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per agent: the loops the monitor flagged, and whether that matches the family's design."""
+    by_id = {lp["loop_id"]: lp for lp in monitor_loops}
+    out: dict[str, Any] = {}
+    for agent, tally in fleet.agents.items():
+        flagged = sorted(lp.loop_id for lp in tally.loops
+                         if by_id.get(lp.loop_id, {}).get("flagged_cycle") is not None
+                         or by_id.get(lp.loop_id, {}).get("state") == "contracting")
+        finished = [lp.loop_id for lp in tally.loops if lp.tally.halted_at is not None or lp.done]
+        if agent in CONTRACTING:
+            expected_ok = set(tally.halted) <= set(flagged) and bool(flagged)
+        elif agent in HEALTHY:
+            expected_ok = not flagged
+        else:
+            expected_ok = True
+        out[agent] = {
+            "description": tally.description, "loops": len(tally.loops), "cycles": tally.cycles,
+            "decisions": dict(tally.decisions), "violations": dict(tally.violations),
+            "halted": tally.halted, "flagged": flagged, "finished": finished,
+            "flagged_cycles": {lid: by_id[lid].get("flagged_cycle") for lid in flagged},
+            "halted_cycles": {lp.loop_id: lp.tally.halted_at for lp in tally.loops if lp.tally.halted_at},
+            "as_designed": expected_ok,
+        }
+    return out
+
+
+def run_demo(options: DemoOptions) -> int:
+    """Run the demo; the exit code is 0 when every family behaved as designed, 1 otherwise."""
+    from ..otlp import build  # the SDK comes with ctxwatch[otlp]
+
+    monitor: MonitorProcess | None = None
+    workdir = tempfile.TemporaryDirectory(prefix="ctxwatch-demo-")
+    view = FleetView()
+    try:
+        if options.otlp is None:
+            monitor = MonitorProcess(options.port, Path(workdir.name) / "monitor.sqlite")
+            endpoint = monitor.url
+            client: MonitorClient | None = monitor.client
+        else:
+            endpoint = options.otlp.rstrip("/")
+            client = MonitorClient(endpoint)
+            if not client.ready():
+                client = None  # a collector, not a monitor: no verdicts to read back
+        pipeline = build(service_name="ctxwatch-demo", endpoint=endpoint, with_metrics=False,
+                         schedule_delay_s=0.5)
+        telemetry = MutationTelemetry(tracer_provider=pipeline.tracer_provider)
+        fleet = Fleet(options.loops, options.seed, telemetry)
+        started = time.monotonic()
+        view.start(endpoint, options.duration)
+        rounds = 0
+        while time.monotonic() - started < options.duration:
+            fleet.step_all()
+            rounds += 1
+            alarms = _safe(client.alarms) if client else None
+            view.update(fleet, time.monotonic() - started, alarms)
+            wait = min(started + rounds * ROUND_S, started + options.duration) - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        pipeline.force_flush(10.0)
+        time.sleep(0.5)
+        loops = _safe(client.loops) if client else None
+        result = verdicts(fleet, loops or [])
+        view.stop()
+        view.summary(result, endpoint, monitor_answered=loops is not None)
+        if options.summary_json:
+            options.summary_json.write_text(json.dumps({"monitor": endpoint, "agents": result}, indent=2))
+        if options.keep and monitor is not None:
+            view.note(f"the monitor keeps running at {endpoint} (live page: {endpoint}/) — Ctrl-C to stop")
+            _wait_for_interrupt()
+        pipeline.shutdown(5.0)
+        if loops is None:
+            return 0
+        return 0 if all(v["as_designed"] for v in result.values()) else 1
+    except MonitorUnavailable as exc:
+        view.stop()
+        view.note(f"ctxwatch demo: {exc}")
+        return 2
+    except KeyboardInterrupt:
+        view.stop()
+        return 130
+    finally:
+        if monitor is not None:
+            monitor.close()
+        workdir.cleanup()
+
+
+def _safe(call):
+    try:
+        return call()
+    except OSError:
+        return None
+
+
+def _wait_for_interrupt() -> None:
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,175 @@
+"""Seeded synthetic agent loops: healthy ones, and ones with a known contraction onset.
+
+A loop is a sequence of rewrite cycles. In cycle t the simulated agent appends new turns
+(observations carrying protected literals, and notes) to the previous post-rewrite buffer,
+giving the pre-rewrite buffer P_t; a real rewrite function from `ctxwatch.simulate.rewriters`
+then produces Q_t. Every loop records both buffers of every cycle, so the figures the guard
+would see (distance, literals before, literals lost) can be measured from them.
+
+Families:
+  appending      no rewrite: Q_t = P_t (healthy)
+  sliding        keep the system prompt and the last `window` messages (healthy, lossy, bounded)
+  summarizing    literal-preserving extractive summarization over a word budget (healthy)
+  absorption     summarizing until the onset, then instruction absorption (contracting)
+  reranking      salience re-ranking every cycle (ordering inversion)
+  paraphrasing   literals turned into prose every cycle (sentinel drift)
+
+In an absorption loop the instruction-absorbing rewriter takes over at cycle `absorbed_at`: that
+rewrite writes its directive into the buffer as a note to self but compresses no more than an
+ordinary summarizer with the same ratio would. From the next cycle on, every rewrite reads the
+notes and obeys each one, so the compression compounds. **Onset** is that cycle, the first
+rewrite that re-executes an absorbed directive: ``onset = absorbed_at + 1``. Cycles before the
+onset are healthy, the onset and every later cycle are contracting. (The absorption cycle itself
+is what the guard's `directive_colocation` check refuses; the contraction alarm is for loops
+that run on regardless.)
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import Message
+from .rewriters import (
+    ExtractiveSummarizer,
+    InstructionAbsorbingRewriter,
+    ParaphrasingRewriter,
+    SalienceReranker,
+)
+from .text import TextGen
+
+Rewrite = Callable[[Sequence[Message]], Sequence[Message]]
+
+SYSTEM_PROMPT = ("You are a maintenance agent working through an incident. Use the tools, keep exact "
+                 "identifiers exactly as you saw them, and never modify the audit log.")
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """One rewrite cycle: the buffer before (P_t) and after (Q_t) the rewrite."""
+
+    t: int
+    pre: tuple[Message, ...]
+    post: tuple[Message, ...]
+    phase: str = "healthy"
+
+
+@dataclass(frozen=True)
+class SyntheticLoop:
+    """A finished loop: its family, seed, cycles, known onset (None when healthy) and parameters."""
+
+    family: str
+    seed: int
+    cycles: tuple[Cycle, ...]
+    onset: int | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def contracting(self) -> bool:
+        return self.onset is not None
+
+
+class SimulatedAgent:
+    """Produces the opening buffer and the turns an agent appends each cycle."""
+
+    def __init__(self, seed: int, *, words_per_turn: int = 80, literal_prob: float = 0.45) -> None:
+        self.text = TextGen(seed)
+        self.words_per_turn = words_per_turn
+        self.literal_prob = literal_prob
+
+    def _turn(self, role: str) -> Message:
+        n_sentences = max(1, self.words_per_turn // 12)
+        return self.text.message(role, n_sentences, self.literal_prob)
+
+    def opening(self, turns: int = 8) -> list[Message]:
+        task = Message("user", "Task: " + self.text.paragraph(3, literal_prob=0.8))
+        return [Message("system", SYSTEM_PROMPT), task, *self.turns(turns)]
+
+    def turns(self, n: int) -> list[Message]:
+        """`n` turns alternating an observation (user) and the agent's note (assistant)."""
+        return [self._turn("user" if i % 2 == 0 else "assistant") for i in range(n)]
+
+
+def run_loop(family: str, seed: int, rewrite_at: Callable[[int], Rewrite], *, cycles: int,
+             turns_per_cycle: int = 2, onset: int | None = None, params: dict[str, Any] | None = None,
+             agent: SimulatedAgent | None = None) -> SyntheticLoop:
+    """Drive a loop: each cycle appends turns, then applies ``rewrite_at(t)``."""
+    agent = agent or SimulatedAgent(seed)
+    buffer = agent.opening()
+    out = []
+    for t in range(1, cycles + 1):
+        pre = tuple(buffer + agent.turns(turns_per_cycle))
+        post = tuple(rewrite_at(t)(pre))
+        phase = "contracting" if onset is not None and t >= onset else "healthy"
+        out.append(Cycle(t, pre, post, phase))
+        buffer = list(post)
+    return SyntheticLoop(family, seed, tuple(out), onset, dict(params or {}))
+
+
+def _identity(messages: Sequence[Message]) -> list[Message]:
+    return list(messages)
+
+
+def appending_loop(seed: int, cycles: int = 12) -> SyntheticLoop:
+    """Healthy: the agent only appends."""
+    return run_loop("appending", seed, lambda t: _identity, cycles=cycles)
+
+
+def sliding_loop(seed: int, cycles: int = 12, window: int | None = None) -> SyntheticLoop:
+    """Healthy but lossy: keep the system prompt and the last `window` messages."""
+    window = window or random.Random(seed).randint(6, 14)
+
+    def keep_last(messages: Sequence[Message]) -> list[Message]:
+        system = [m for m in messages if m.role == "system"]
+        rest = [m for m in messages if m.role != "system"]
+        return system + rest[-window:]
+
+    return run_loop("sliding", seed, lambda t: keep_last, cycles=cycles, params={"window": window})
+
+
+def _healthy_summarizer(rng: random.Random) -> tuple[ExtractiveSummarizer, dict[str, Any]]:
+    ratio, budget = round(rng.uniform(0.3, 0.7), 2), rng.choice((400, 600, 800))
+    return (ExtractiveSummarizer(ratio, budget=budget, keep_last=2, preserve_literals=True),
+            {"ratio": ratio, "budget": budget})
+
+
+def summarizing_loop(seed: int, cycles: int = 12) -> SyntheticLoop:
+    """Healthy: literal-preserving extractive summarization whenever the payload exceeds a budget."""
+    summarizer, params = _healthy_summarizer(random.Random(seed))
+    return run_loop("summarizing", seed, lambda t: summarizer, cycles=cycles, params=params)
+
+
+def absorption_loop(seed: int, cycles: int = 14, *, absorbed_at: int | None = None,
+                    ratio: float | None = None) -> SyntheticLoop:
+    """Healthy literal-preserving summarization, then from `absorbed_at` (default: seeded, cycle
+    3-7) an instruction-absorbing rewriter keeping ``ratio ** (notes + 1)`` of the payload
+    (`ratio` default: seeded, 0.3-0.8). The onset is ``absorbed_at + 1``."""
+    rng = random.Random(seed)
+    absorbed_at = absorbed_at if absorbed_at is not None else rng.randint(3, 7)
+    ratio = ratio if ratio is not None else round(rng.uniform(0.3, 0.8), 2)
+    healthy, params = _healthy_summarizer(rng)
+    absorbing = InstructionAbsorbingRewriter(ratio)
+    params.update({"absorbing_ratio": ratio, "absorbed_at": absorbed_at})
+    return run_loop("absorption", seed, lambda t: absorbing if t >= absorbed_at else healthy,
+                    cycles=cycles, onset=absorbed_at + 1, params=params)
+
+
+def reranking_loop(seed: int, cycles: int = 8) -> SyntheticLoop:
+    """Ordering inversion: every cycle re-ranks the buffer by salience against its current order."""
+    reranker = SalienceReranker()
+    return run_loop("reranking", seed, lambda t: reranker, cycles=cycles)
+
+
+def paraphrasing_loop(seed: int, cycles: int = 8, rate: float = 0.3) -> SyntheticLoop:
+    """Sentinel drift: every cycle turns a fraction `rate` of the literals into prose."""
+    paraphraser = ParaphrasingRewriter(rate, seed=seed)
+    return run_loop("paraphrasing", seed, lambda t: paraphraser, cycles=cycles, params={"rate": rate})
+
+
+HEALTHY_FAMILIES: dict[str, Callable[[int], SyntheticLoop]] = {
+    "appending": appending_loop,
+    "sliding": sliding_loop,
+    "summarizing": summarizing_loop,
+}

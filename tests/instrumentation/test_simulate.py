@@ -1,0 +1,76 @@
+"""The simulated loops and rewrite functions (ctxwatch.simulate): determinism, and record 003's three
+signals — instruction absorption, sentinel drift, ordering inversion — each reproduced on a loop."""
+
+from __future__ import annotations
+
+from ctxwatch.idempotence import check_idempotence, order_changes
+from ctxwatch.literals import LiteralRegistry
+from ctxwatch.simulate.loops import (
+    absorption_loop,
+    paraphrasing_loop,
+    reranking_loop,
+    summarizing_loop,
+)
+from ctxwatch.simulate.rewriters import InstructionAbsorbingRewriter, ParaphrasingRewriter, SalienceReranker
+from ctxwatch.simulate.text import TextGen
+
+REGISTRY = LiteralRegistry()
+
+
+def _digests(loop):
+    return [[m.digest for m in c.post] for c in loop.cycles]
+
+
+def test_loops_are_reproducible_from_their_seed():
+    assert _digests(absorption_loop(4)) == _digests(absorption_loop(4))
+    assert _digests(absorption_loop(4)) != _digests(absorption_loop(5))
+    assert TextGen(1).paragraph(3) == TextGen(1).paragraph(3)
+
+
+def test_generated_literals_are_literals_to_the_registry():
+    gen = TextGen(2)
+    for _ in range(200):
+        lit = gen.literal()
+        assert REGISTRY.extract(f"we saw {lit} here") == {lit}
+
+
+def test_record_003_instruction_absorption_compounds_towards_the_directive():
+    """Signal 1: notes accumulate, every later rewrite cuts more, the buffer converges on the directive."""
+    loop = absorption_loop(1, cycles=12, absorbed_at=4, ratio=0.6)
+    assert loop.onset == 5 and [c.phase for c in loop.cycles][3:5] == ["healthy", "contracting"]
+    rewriter = InstructionAbsorbingRewriter()
+    notes = [rewriter.absorbed(c.post) for c in loop.cycles]
+    assert notes[:3] == [0, 0, 0] and notes[3:] == list(range(1, 10))
+    sizes = [sum(m.size for m in c.post) for c in loop.cycles]
+    assert sizes[6] < sizes[4] < sizes[3]
+    lost = [len(REGISTRY.of_all(c.pre) - REGISTRY.of_all(c.post)) for c in loop.cycles]
+    assert lost[:3] == [0, 0, 0] and all(n > 0 for n in lost[4:])
+
+
+def test_record_003_sentinel_drift_literal_diff_names_the_paraphrased_literals():
+    """Signal 2: IDs and paths become prose; the literal-set diff names exactly those literals."""
+    loop = paraphrasing_loop(3, cycles=1, rate=0.5)
+    cycle = loop.cycles[0]
+    lost = REGISTRY.of_all(cycle.pre) - REGISTRY.of_all(cycle.post)
+    replay = ParaphrasingRewriter(0.5, seed=3)
+    replay(cycle.pre)
+    assert lost and lost == set(replay.last_paraphrased)
+    text = " ".join(m.text for m in cycle.post)
+    assert all(prose in text for prose in replay.last_paraphrased.values())
+
+
+def test_record_003_ordering_inversion_changes_the_order_of_surviving_messages():
+    """Signal 3: every re-ranking moves surviving messages, and the idempotence test says so."""
+    loop = reranking_loop(2, cycles=4)
+    for c in loop.cycles:
+        moved, surviving = order_changes(c.pre, c.post)
+        assert moved > 0 and surviving == len(c.pre)
+    result = check_idempotence(SalienceReranker(), list(loop.cycles[0].pre))
+    assert not result.stable and result.drift.order_changes > 0
+
+
+def test_literal_preserving_summarization_loses_no_literal():
+    loop = summarizing_loop(6, cycles=10)
+    for c in loop.cycles:
+        assert REGISTRY.of_all(c.pre) <= REGISTRY.of_all(c.post)
+    assert any(len(c.post) < len(c.pre) for c in loop.cycles)  # it did summarize
