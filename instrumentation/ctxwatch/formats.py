@@ -22,7 +22,7 @@ class FormatBridge:
         self._converter = None
 
     def to_model(self, data: Any) -> tuple[Message, ...]:
-        if isinstance(data, (list, tuple)) and all(isinstance(m, Message) for m in data):
+        if isinstance(data, (list, tuple)) and (not data or set(map(type, data)) == {Message}):
             if self.format is None:
                 self.format = "ctxwatch"
             return tuple(data)

@@ -8,6 +8,7 @@ messages it changed. Literal *values* never leave the process through telemetry;
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -36,6 +37,13 @@ _PREFILTERS: dict[str, tuple[str, ...]] = {
     "tool_id": ("_",), "code_span": ("`",),
 }
 
+# Default patterns that never match across white space: they run only on the tokens that could
+# hold a literal (a digit, / _ : - or two capitals), joined, instead of the whole text. Matches
+# are mapped back to their offsets in the text, so the result is the same as scanning it all.
+_TOKEN_LOCAL = frozenset({"ticket", "hex", "uuid", "url", "abs_path", "rel_path", "error_code", "tool_id",
+                          "number"})
+_CANDIDATE = re.compile(r"(?<!\S)(?=\S*?[0-9/_:-]|[^\sA-Z]*[A-Z][^\sA-Z]*[A-Z])\S+")
+
 _CACHE_LIMIT = 200_000
 
 
@@ -61,8 +69,9 @@ class LiteralRegistry:
         chosen = dict(DEFAULT_PATTERNS if patterns is None else patterns)
         chosen.update(extra or {})
         self._patterns: dict[str, re.Pattern[str]] = {}
-        self._needs: dict[str, tuple[str, ...]] = {n: _PREFILTERS[n] for n in chosen
-                                                   if n in _PREFILTERS and chosen[n] == DEFAULT_PATTERNS.get(n)}
+        default = {n for n in chosen if chosen[n] == DEFAULT_PATTERNS.get(n)}
+        self._needs: dict[str, tuple[str, ...]] = {n: _PREFILTERS[n] for n in default if n in _PREFILTERS}
+        self._token_local: set[str] = default & _TOKEN_LOCAL
         for name, pattern in chosen.items():
             try:
                 self._patterns[name] = re.compile(pattern)
@@ -82,18 +91,22 @@ class LiteralRegistry:
         except re.error as exc:
             raise ValueError(f"literal pattern {name!r} is not a valid regular expression: {exc}") from None
         self._needs.pop(name, None)
+        self._token_local.discard(name)
         self._cache.clear()
 
     def extract(self, text: str) -> frozenset[str]:
         """Every literal in `text`, case-sensitive; a match inside a longer match is not counted
         on its own (a UUID is one literal, not also its hex groups)."""
         spans: list[tuple[int, int, str]] = []
-        needs = self._needs
+        candidates = _Candidates(text) if self._token_local else None
         for name, pattern in self._patterns.items():
-            need = needs.get(name)
+            need = self._needs.get(name)
             if need is not None and not any(n in text for n in need):
                 continue
             group = 1 if pattern.groups else 0
+            if candidates is not None and name in self._token_local:
+                spans.extend(candidates.search(pattern))
+                continue
             for m in pattern.finditer(text):
                 if m.group(group):
                     spans.append((m.start(group), -m.end(group), m.group(group)))
@@ -124,4 +137,31 @@ class LiteralRegistry:
         out: set[str] = set()
         for m in messages:
             out |= self.of(m)
+        return out
+
+
+class _Candidates:
+    """The tokens of a text that could hold a literal, joined by newlines, with their offsets."""
+
+    __slots__ = ("joined", "_starts", "_origins")
+
+    def __init__(self, text: str) -> None:
+        tokens, self._starts, self._origins = [], [], []
+        at = 0
+        for m in _CANDIDATE.finditer(text):
+            self._starts.append(at)
+            self._origins.append(m.start())
+            tokens.append(m.group())
+            at += len(m.group()) + 1
+        self.joined = "\n".join(tokens)
+
+    def search(self, pattern: re.Pattern[str]) -> list[tuple[int, int, str]]:
+        """(start, -end, value) of each match, in the original text's offsets."""
+        out = []
+        for m in pattern.finditer(self.joined):
+            value = m.group()
+            if value:
+                k = bisect_right(self._starts, m.start()) - 1
+                start = self._origins[k] + m.start() - self._starts[k]
+                out.append((start, -(start + len(value)), value))
         return out

@@ -108,8 +108,8 @@ class Message:
     fields the source format carried, so adapters can round-trip them.
     """
 
-    __slots__ = ("role", "parts", "id", "name", "extra", "_canonical", "_digest", "_text",
-                 "_calls", "_call_ids", "_result_ids")
+    __slots__ = ("role", "parts", "id", "name", "extra", "tool_calls", "call_ids", "result_ids",
+                 "_canonical", "_digest", "_text")
 
     def __init__(self, role: str, parts: Iterable[Part] | str = (), *, id: str | None = None,
                  name: str | None = None, extra: str | None = None) -> None:
@@ -127,9 +127,9 @@ class Message:
         self._canonical: bytes | None = None
         self._digest: int | None = None
         self._text: str | None = None
-        self._calls: tuple[ToolCall, ...] | None = None
-        self._call_ids: tuple[str, ...] | None = None
-        self._result_ids: tuple[str, ...] | None = None
+        self.tool_calls: tuple[ToolCall, ...] = tuple(p for p in self.parts if type(p) is ToolCall)
+        self.call_ids: tuple[str, ...] = tuple(p.id for p in self.tool_calls)
+        self.result_ids: tuple[str, ...] = tuple(p.call_id for p in self.parts if type(p) is ToolResult)
 
     # --- identity -------------------------------------------------------------------------
     def canonical(self) -> bytes:
@@ -158,23 +158,6 @@ class Message:
             self._text = "\n".join(t for t in (part_text(p) for p in self.parts) if t)
         return self._text
 
-    @property
-    def tool_calls(self) -> tuple[ToolCall, ...]:
-        if self._calls is None:
-            self._calls = tuple(p for p in self.parts if isinstance(p, ToolCall))
-        return self._calls
-
-    @property
-    def call_ids(self) -> tuple[str, ...]:
-        if self._call_ids is None:
-            self._call_ids = tuple(p.id for p in self.tool_calls)
-        return self._call_ids
-
-    @property
-    def result_ids(self) -> tuple[str, ...]:
-        if self._result_ids is None:
-            self._result_ids = tuple(p.call_id for p in self.parts if isinstance(p, ToolResult))
-        return self._result_ids
 
     @property
     def size(self) -> int:

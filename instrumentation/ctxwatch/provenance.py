@@ -21,6 +21,7 @@ from typing import IO
 from .model import Message
 
 GENESIS = "0" * 64
+_HASHED_FIELDS = ("seq", "span_id", "pre", "post", "pass_number", "kind", "order", "prev")
 
 
 def image_hash(message: Message) -> str:
@@ -41,8 +42,9 @@ class ProvenanceEntry:
 
     @staticmethod
     def compute_hash(fields: dict) -> str:
-        body = {k: v for k, v in fields.items() if k != "hash"}
-        return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        """SHA-256 over the fields in a fixed order, each as JSON (so a changed type changes the hash)."""
+        body = "\x1f".join(json.dumps(fields.get(k)) for k in _HASHED_FIELDS)
+        return hashlib.sha256(body.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

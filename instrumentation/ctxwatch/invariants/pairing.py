@@ -49,6 +49,8 @@ def index_pairs(messages: Sequence[Message]) -> PairIndex:
     for i, m in enumerate(messages):
         if m.role == "assistant":
             last_assistant = i
+        if not (m.call_ids or m.result_ids):
+            continue
         for part in m.tool_calls:
             if part.id in idx.calls:
                 idx.duplicate_calls.append(part.id)

@@ -1,0 +1,66 @@
+"""The literal registry (record 003): patterns, containment, user patterns, and that scanning only
+the candidate tokens finds exactly what scanning the whole text finds."""
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxwatch import LiteralRegistry, Message
+from ctxwatch.literals import DEFAULT_PATTERNS
+
+
+def reference_extract(text: str) -> frozenset[str]:
+    """Every default pattern over the whole text, matches inside longer matches dropped."""
+    spans = []
+    for pattern in map(re.compile, DEFAULT_PATTERNS.values()):
+        g = 1 if pattern.groups else 0
+        spans += [(m.start(g), -m.end(g), m.group(g)) for m in pattern.finditer(text) if m.group(g)]
+    found, reach = set(), -1
+    for start, neg_end, value in sorted(spans):
+        if -neg_end <= reach and start < reach:
+            continue
+        found.add(value)
+        reach = max(reach, -neg_end)
+    return frozenset(found)
+
+
+PIECES = ["INV-20418", "deadbeef12", "3f2a9c1", "550e8400-e29b-41d4-a716-446655440000", "https://x.io/a/b.",
+          "/etc/app/config.yaml", "src/app/main.py", "ERR_CONN_RESET", "E1234", "EACCES", "call_7f3a",
+          "0.75", "123456", "`config_path`", "`a b`", "ledger", "The", "NASA", "(see", "x/y", "a:b", "-",
+          "~/notes.md", "../up/one.txt", "toolu_01AbC", "v1.2.3", "Row", "12", "e.g.", ",", "\n", "\t"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=40), st.lists(st.sampled_from([" ", "", "\n", "  "]),
+                                                                 min_size=40, max_size=40))
+def test_candidate_scan_equals_the_whole_text_scan(pieces, seps):
+    text = "".join(p + s for p, s in zip(pieces, seps, strict=False))
+    assert LiteralRegistry().extract(text) == reference_extract(text)
+
+
+def test_the_default_patterns_find_ids_paths_urls_and_codes():
+    text = ("open /etc/app/config.yaml and src/app/main.py; id 550e8400-e29b-41d4-a716-446655440000 sha 3f2a9c1 "
+            "at https://x.io/a/b. ERR_CONN_RESET E1234 ABC-1234 deadbeef12 call_7f3a threshold 0.75 "
+            "`config_path` 123456 the 500 files")
+    assert LiteralRegistry().extract(text) == {
+        "/etc/app/config.yaml", "src/app/main.py", "550e8400-e29b-41d4-a716-446655440000", "3f2a9c1",
+        "https://x.io/a/b", "ERR_CONN_RESET", "E1234", "ABC-1234", "deadbeef12", "call_7f3a", "0.75",
+        "config_path", "123456"}
+
+
+def test_literals_are_case_sensitive_and_cached_per_message_content():
+    reg = LiteralRegistry()
+    m = Message("user", "ticket ABC-1234 and abc-1234")
+    assert reg.of(m) == {"ABC-1234"}
+    assert reg.of(Message("user", "ticket ABC-1234 and abc-1234")) is reg.of(m)
+
+
+def test_user_patterns_and_exact_literals():
+    reg = LiteralRegistry(extra={"order": r"\bORD#\d{4}\b"}, literals=["Ada Park"])
+    assert reg.extract("order ORD#0042 for Ada Park") == {"ORD#0042", "Ada Park"}
+    reg.register("sku", r"\bSKU [A-Z]{3}\b")            # may span white space: scanned over the whole text
+    assert "SKU QRX" in reg.extract("restock SKU QRX today")
+    with pytest.raises(ValueError, match="literal pattern 'bad'"):
+        reg.register("bad", "(unclosed")
