@@ -32,8 +32,7 @@ class FormatBridge:
             from .adapters import Converter
             self._converter = Converter(self.format)
         messages = self._converter.to_messages(data)
-        if self.format is None:
-            self.format = self._converter.format
+        self.format = self._converter.format  # may firm up once a format-specific message arrives
         return tuple(messages)
 
     def tools(self, tools: Iterable[Any]) -> list[ToolSchema]:
@@ -56,5 +55,10 @@ class FormatBridge:
         out: list[Any] = []
         for m in messages:
             raw = reuse.get(m.digest)
-            out.append(raw if raw is not None else from_messages([m], self.format)[0])
+            if raw is None:
+                converted = from_messages([m], self.format)
+                if not isinstance(converted, list):  # e.g. an Anthropic system prompt: a request shape
+                    return from_messages(list(messages), self.format)
+                raw = converted[0]
+            out.append(raw)
         return out

@@ -1,0 +1,189 @@
+"""The `extra` envelope of a converted message, and reading and writing content lists.
+
+An adapter keeps in `Message.extra` exactly what it needs to give a message back in its own
+shape: the fields it does not model (``keep``) and how modelled fields were spelled (``shape``:
+content as a string, a list, null or absent; per-block types and extra keys). The envelope names
+its format; a message written to another format ignores it and gets that format's defaults. A
+message with nothing to keep has ``extra=None``, so the same content read from two formats has
+the same digest.
+
+Content lists are read into `TextPart`s and `OpaquePart`s (plus whatever a format's own block
+reader handles, such as Anthropic's ``tool_use``), one part per block, in order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import InvalidContextError
+from ..model import OpaquePart, Part, TextPart, ToolCall, ToolResult, canonical_json
+from ._reader import MISSING, Reader
+
+STR, LIST, NULL, ABSENT = "str", "list", "null", "absent"
+
+# A format's reader for blocks it models itself: (reader, block, field) -> (part, shape entry) or None.
+BlockReader = Callable[[Reader, dict, str], "tuple[Part, dict] | None"]
+# A format's writer for parts that are not text or opaque: (part, shape entry) -> block.
+BlockWriter = Callable[[Part, dict], Any]
+
+
+def pack_extra(fmt: str, keep: dict | None = None, shape: dict | None = None) -> str | None:
+    """The canonical JSON envelope, or None when there is nothing to keep."""
+    if not keep and not shape:
+        return None
+    body: dict[str, Any] = {"fmt": fmt}
+    if keep:
+        body["keep"] = keep
+    if shape:
+        body["shape"] = shape
+    return canonical_json(body)
+
+
+def unpack_extra(extra: str | None, fmt: str) -> tuple[dict, dict]:
+    """(keep, shape) of an envelope written by `fmt`; empty for any other envelope."""
+    if extra is None:
+        return {}, {}
+    try:
+        body = json.loads(extra)
+    except ValueError:
+        return {}, {}
+    if not isinstance(body, dict) or body.get("fmt") != fmt:
+        return {}, {}
+    keep, shape = body.get("keep", {}), body.get("shape", {})
+    return (keep if isinstance(keep, dict) else {}), (shape if isinstance(shape, dict) else {})
+
+
+def leftovers(r: Reader, obj: dict, known: frozenset[str] | set[str], field: str = "") -> dict:
+    """The keys of `obj` an adapter does not model, validated as JSON (kept for the round trip).
+
+    `field` is where `obj` sits in the message ("" for the message itself)."""
+    rest = {}
+    for k, v in obj.items():
+        if k not in known:
+            if not isinstance(k, str):
+                r.fail(field or None, f"key {k!r} is not a string")
+            r.json(v, f"{field}.{k}" if field else k)
+            rest[k] = v
+    return rest
+
+
+def opaque(r: Reader, block: Any, field: str, kind: object) -> OpaquePart:
+    r.json(block, field)
+    return OpaquePart(kind if isinstance(kind, str) else "unknown", canonical_json(block))
+
+
+def default_form(parts: Sequence[Part], empty: str) -> str:
+    if not parts:
+        return empty
+    return STR if len(parts) == 1 and type(parts[0]) is TextPart else LIST
+
+
+_TEXT_KEYS = frozenset({"type", "text"})
+
+
+def read_content(r: Reader, value: Any, field: str, *, text_types: frozenset[str], default_text: str,
+                 empty: str, blocks: BlockReader | None = None,
+                 bare: bool = False) -> tuple[list[Part], dict]:
+    """Parts of a content value (string, list of blocks, null or absent) and its shape entries.
+
+    Returns the shape as a dict with ``c`` (the form, when not the default for these parts), ``n``
+    (number of blocks) and ``b`` (per-block entries, only for blocks that differ from the default).
+    """
+    if value is MISSING or value is None:
+        parts: list[Part] = []
+        form = ABSENT if value is MISSING else NULL
+        return parts, ({} if form == empty else {"c": form})
+    if isinstance(value, str):
+        r.count(len(value), field)
+        return [TextPart(value)], {}
+    if not isinstance(value, list):
+        r.fail(field, f"expected a string or a list of content blocks, got {type(value).__name__}")
+    parts = []
+    entries: list[tuple[int, dict]] = []
+    for i, block in enumerate(value):
+        where = f"{field}[{i}]"
+        entry: dict[str, Any] = {}
+        if isinstance(block, str) and bare:
+            r.count(len(block), where)
+            part: Part = TextPart(block)
+            entry["bare"] = 1
+        elif not isinstance(block, dict):
+            r.fail(where, f"expected a content block object, got {type(block).__name__}")
+        elif (kind := block.get("type")) in text_types:
+            part = TextPart(r.key(block, "text", where + ".text"))
+            if kind != default_text:
+                entry["t"] = kind
+            if not _TEXT_KEYS.issuperset(block):
+                entry["k"] = leftovers(r, block, _TEXT_KEYS, where)
+        elif blocks is not None and (handled := blocks(r, block, where)) is not None:
+            part, entry = handled
+        else:
+            part = opaque(r, block, where, kind)
+        parts.append(part)
+        entries.append((i, entry))
+    shape: dict[str, Any] = indexed(entries, len(value))
+    if default_form(parts, empty) != LIST:
+        shape["c"] = LIST
+    return parts, shape
+
+
+def write_content(parts: Sequence[Part], shape: dict, *, index: int, default_text: str, empty: str,
+                  blocks: BlockWriter | None = None) -> Any:
+    """The content value for `parts` in the form recorded by `shape` (MISSING when absent)."""
+    form = shape.get("c") or default_form(parts, empty)
+    if not parts:
+        return MISSING if form == ABSENT else (None if form == NULL else ("" if form == STR else []))
+    if form == STR and len(parts) == 1 and type(parts[0]) is TextPart:
+        return parts[0].text
+    entries = block_entries(shape, len(parts))
+    out: list[Any] = []
+    for i, part in enumerate(parts):
+        entry = entries.get(i, {})
+        if type(part) is TextPart:
+            if entry.get("bare"):
+                out.append(part.text)
+            else:
+                out.append({"type": entry.get("t", default_text), "text": part.text, **entry.get("k", {})})
+        elif type(part) is OpaquePart:
+            out.append(json.loads(part.data))
+        elif blocks is not None:
+            out.append(blocks(part, entry))
+        else:
+            raise InvalidContextError(f"a {type(part).__name__} cannot be written as a content block here",
+                                      index=index, field=f"parts[{i}]")
+    return out
+
+
+def indexed(entries: list[tuple[int, dict]], count: int) -> dict:
+    """The shape of a list's per-item entries: the items that differ from the default, and the count."""
+    found = [{**entry, "i": i} for i, entry in entries if entry]
+    return {"n": count, "b": found} if found else {}
+
+
+def block_entries(shape: dict, count: int) -> dict[int, dict]:
+    """Per-block entries by position, or none when the parts no longer match the recorded blocks."""
+    if shape.get("n") != count:
+        return {}
+    return {e["i"]: e for e in shape.get("b", ()) if isinstance(e, dict) and "i" in e}
+
+
+def split_parts(parts: Sequence[Part]) -> tuple[list[Part], list[ToolCall], list[ToolResult]]:
+    """(content parts, tool calls, tool results) of a message, each in order."""
+    content: list[Part] = []
+    calls: list[ToolCall] = []
+    results: list[ToolResult] = []
+    for p in parts:
+        if type(p) is ToolCall:
+            calls.append(p)
+        elif type(p) is ToolResult:
+            results.append(p)
+        else:
+            content.append(p)
+    return content, calls, results
+
+
+def result_output(value: Any, parts: list[Part]) -> str | tuple[Part, ...]:
+    """A tool result's output: the string itself when the content was a string, else its parts."""
+    return value if isinstance(value, str) else tuple(parts)

@@ -1,0 +1,184 @@
+"""Anthropic Messages <-> ctxwatch messages.
+
+Read: ``{"role": "user" | "assistant", "content": str | blocks}``. ``text`` blocks become TextPart,
+``tool_use`` blocks ToolCall (``input`` kept as compact JSON text in `ToolCall.arguments`, key
+order preserved), ``tool_result`` blocks ToolResult (content a string, blocks or absent;
+``is_error``), every other block (``thinking``, ``redacted_thinking``, ``image``, ``document``,
+server tool blocks) an OpaquePart. Several ``tool_use`` blocks may share one assistant message and
+their ``tool_result`` blocks the next user message, exactly as the API sends them.
+
+A request dict ``{"system": ..., "messages": [...], ...}`` is accepted too: ``system`` becomes a
+leading system message, and the request's other keys (and key order) ride in that message's
+extra envelope (or the first message's, without a system), so writing the messages back gives
+the request dict again.
+
+Write: one message dict per message; a message list starting with a system message (or carrying
+a request envelope) is written as a request dict. Tool messages from another format become
+``tool_result`` blocks of one user message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import InvalidContextError
+from ..model import Message, Part, ToolCall, ToolResult
+from . import _shape
+from ._reader import DEFAULT_LIMITS, MISSING, Limits, Reader
+from ._shape import ABSENT, LIST, leftovers, read_content, write_content
+
+FORMAT = "anthropic"
+ROLES = ("user", "assistant")
+_TEXT = frozenset({"text"})
+_MESSAGE_KEYS = frozenset({"role", "content"})
+_USE_KEYS = frozenset({"type", "id", "name", "input"})
+_RESULT_KEYS = frozenset({"type", "tool_use_id", "content", "is_error"})
+_SYSTEM_ROLES = ("system", "developer")
+
+
+def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Message:
+    r = Reader(index, limits)
+    d = r.mapping(item, None)
+    role = r.key(d, "role", "role")
+    if role not in ROLES:
+        hint = "; pass it as the request's 'system'" if role in _SYSTEM_ROLES else ""
+        r.fail("role", f"unknown role {role!r} for Anthropic messages (expected user or assistant){hint}")
+    parts, shape = _read_content(r, d.get("content", MISSING), "content")
+    return Message(role, parts, extra=_shape.pack_extra(FORMAT, leftovers(r, d, _MESSAGE_KEYS), shape))
+
+
+def _read_content(r: Reader, value: Any, field: str) -> tuple[list[Part], dict]:
+    return read_content(r, value, field, text_types=_TEXT, default_text="text", empty=LIST,
+                        blocks=_read_block)
+
+
+def _read_block(r: Reader, block: dict, where: str) -> tuple[Part, dict] | None:
+    kind = block.get("type")
+    if kind == "tool_use":
+        if "input" not in block:
+            r.fail(where + ".input", "missing")
+        tool_input = r.json(block["input"], where + ".input")
+        part: Part = ToolCall(r.key(block, "id", where + ".id"), r.key(block, "name", where + ".name"),
+                              json.dumps(tool_input, ensure_ascii=False, separators=(",", ":")))
+        rest = _USE_KEYS
+    elif kind == "tool_result":
+        call_id = r.key(block, "tool_use_id", where + ".tool_use_id")
+        value = block.get("content", MISSING)
+        nested, nested_shape = read_content(r, value, where + ".content", text_types=_TEXT,
+                                            default_text="text", empty=ABSENT)
+        flag = block.get("is_error", MISSING)
+        is_error = False if flag is MISSING else r.flag(flag, where + ".is_error")
+        part = ToolResult(call_id, value if isinstance(value, str) else tuple(nested), is_error)
+        rest = _RESULT_KEYS
+    else:
+        return None
+    entry: dict[str, Any] = {}
+    if not rest.issuperset(block):
+        entry["k"] = leftovers(r, block, rest, where)
+    if kind == "tool_result":
+        if nested_shape:
+            entry["s"] = nested_shape
+        if flag is False:
+            entry["e"] = 1
+    return part, entry
+
+
+def _block_writer(index: int) -> Callable[[Part, dict], dict]:
+    def write_block(part: Part, entry: dict) -> dict:
+        if isinstance(part, ToolCall):
+            return _write_use(part, entry, index)
+        return _write_result(part, entry, index)  # write_content hands over only calls and results
+    return write_block
+
+
+def _write_use(part: ToolCall, entry: dict, index: int) -> dict:
+    try:
+        tool_input = json.loads(part.arguments)
+    except ValueError:
+        raise InvalidContextError("tool call arguments are not JSON, so they cannot be an Anthropic tool_use "
+                                  "input", index=index, field=f"tool call {part.id!r}") from None
+    return {"type": "tool_use", "id": part.id, "name": part.name, "input": tool_input, **entry.get("k", {})}
+
+
+def _write_result(part: ToolResult, entry: dict, index: int) -> dict:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.call_id}
+    content = part.output if isinstance(part.output, str) else write_content(
+        part.output, entry.get("s", {}), index=index, default_text="text", empty=ABSENT)
+    if content is not MISSING:
+        block["content"] = content
+    if part.is_error or entry.get("e"):
+        block["is_error"] = part.is_error
+    block.update(entry.get("k", {}))
+    return block
+
+
+# --- request dicts --------------------------------------------------------------------------
+
+def is_request(data: Any) -> bool:
+    return isinstance(data, dict) and isinstance(data.get("messages"), list)
+
+
+def read_request(data: dict, limits: Limits, read_one: Callable[[Any, int], Message]) -> list[Message]:
+    """Messages of a request dict; `read_one(item, index)` reads one entry of ``messages``."""
+    r = Reader(None, limits)
+    envelope = {"order": list(data), "other": leftovers(r, data, {"system", "messages"})}
+    out = [read_one(item, i) for i, item in enumerate(data["messages"])]
+    if "system" in data:
+        parts, shape = read_content(Reader(None, limits), data["system"], "system", text_types=_TEXT,
+                                    default_text="text", empty=LIST)
+        out.insert(0, Message("system", parts, extra=_shape.pack_extra(FORMAT, None, {**shape, "req": envelope})))
+    elif out:
+        first = out[0]
+        keep, shape = _shape.unpack_extra(first.extra, FORMAT)
+        out[0] = Message(first.role, first.parts, id=first.id, name=first.name,
+                         extra=_shape.pack_extra(FORMAT, keep, {**shape, "req": envelope}))
+    return out
+
+
+def write(messages: Sequence[Message]) -> list[dict] | dict:
+    """Message dicts, or a request dict when the list starts with a system message or a request envelope."""
+    envelope: dict | None = None
+    system: Any = MISSING
+    if messages:
+        _, shape = _shape.unpack_extra(messages[0].extra, FORMAT)
+        envelope = shape.get("req")
+        if messages[0].role in _SYSTEM_ROLES:
+            system = write_content(messages[0].parts, shape, index=0, default_text="text", empty=LIST)
+            envelope = envelope or {"order": ["system", "messages"], "other": {}}
+    offset = 0 if system is MISSING else 1
+    out: list[dict] = []
+    merged_tool_turn = False
+    for index, m in enumerate(messages[offset:], start=offset):
+        keep, shape = _shape.unpack_extra(m.extra, FORMAT)
+        if m.role in _SYSTEM_ROLES:
+            raise InvalidContextError("Anthropic messages have no system role; only a leading system message "
+                                      "can be written (as the request's 'system')", index=index, field="role")
+        content = write_content(m.parts, shape, index=index, default_text="text", empty=LIST,
+                                blocks=_block_writer(index))
+        if m.role == "tool" and merged_tool_turn:  # from another format: results share one user turn
+            out[-1]["content"].extend(content)
+            continue
+        d: dict[str, Any] = {"role": "user" if m.role == "tool" else m.role}
+        if content is not MISSING:
+            d["content"] = content
+        d.update(keep)
+        out.append(d)
+        merged_tool_turn = m.role == "tool"
+    if envelope is None:
+        return out
+    request: dict[str, Any] = {}
+    other = envelope.get("other", {})
+    for key in envelope.get("order", ()):
+        if key == "messages":
+            request["messages"] = out
+        elif key == "system":
+            if system is not MISSING:
+                request["system"] = system
+        elif key in other:
+            request[key] = other[key]
+    request.setdefault("messages", out)
+    if system is not MISSING:
+        request.setdefault("system", system)
+    return request

@@ -1,0 +1,90 @@
+"""OpenAI Codex rollout JSONL -> events.
+
+Each line is ``{"timestamp", "type", "payload"}``. ``response_item`` payloads are Responses items
+(``message``, ``function_call`` / ``function_call_output``, ``custom_tool_call`` /
+``custom_tool_call_output``, ``reasoning``, ``web_search_call``...) and are appended to the buffer
+in order. A `Snapshot` is yielded before each run of model output items (an assistant message,
+reasoning or a call following input items): the buffer then is what the model was sent.
+
+A ``compacted`` record replaces the history with its ``replacement_history`` (a `Mutation` of
+kind ``compact``, source ``codex.compacted``, ``after`` the replacement items, ``details``
+``replacement_items``; its ``message``, when not empty, is the summary). Older rollouts without
+``replacement_history`` give ``after`` = the summary message alone. The ``event_msg`` of type
+``context_compacted`` that follows adds nothing. ``session_meta`` (the base instructions, sent
+apart from the history), ``turn_context`` and other ``event_msg`` records are not part of the buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..adapters import openai_responses
+from ..model import Message
+from .events import Event, Mutation, Snapshot
+
+if TYPE_CHECKING:
+    from .session import Session
+
+_INPUT_ROLES = frozenset({"user", "developer", "system"})
+
+
+def is_model_output(item: dict) -> bool:
+    kind = item.get("type")
+    if kind == "message" or kind is None:
+        return item.get("role") not in _INPUT_ROLES
+    return isinstance(kind, str) and not kind.endswith("_output")
+
+
+def events(session: Session) -> Iterator[Event]:
+    buffer: list[Message] = []
+    step, last_line = 0, 0
+    in_output = False
+    for line, rec in session.lines():
+        last_line = line
+        if not isinstance(rec, dict):
+            session.skip(line, "not a JSON object")
+            continue
+        kind, payload = rec.get("type"), rec.get("payload")
+        if kind == "response_item" and isinstance(payload, dict):
+            message = session.convert(openai_responses.read, payload, line, f"line {line}")
+            if message is None:
+                continue
+            output = is_model_output(payload)
+            if output and not in_output:
+                yield Snapshot(step, tuple(buffer), f"line {line}", line)
+                step += 1
+            in_output = output
+            buffer.append(message)
+        elif kind == "compacted" and isinstance(payload, dict):
+            after = _replacement(session, payload, line)
+            if after is None:
+                continue
+            summary = _summary(payload)
+            if "replacement_history" not in payload:
+                after = (summary,) if summary else ()
+            yield Mutation("compact", step, tuple(buffer), after, "codex.compacted", f"line {line}",
+                           line=line, summary=summary, summary_line=line if summary else None,
+                           details={"replacement_items": len(payload.get("replacement_history") or ())})
+            buffer = list(after)
+            in_output = False
+    yield Snapshot(step, tuple(buffer), f"line {last_line}", last_line or None, final=True)
+
+
+def _replacement(session: Session, payload: dict, line: int) -> tuple[Message, ...] | None:
+    items = payload.get("replacement_history", [])
+    if not isinstance(items, list):
+        session.skip(line, "replacement_history is not a list")
+        return None
+    out = []
+    for i, item in enumerate(items):
+        message = session.convert(openai_responses.read, item, line, f"line {line}, replacement_history[{i}]")
+        if message is None:
+            return None
+        out.append(message)
+    return tuple(out)
+
+
+def _summary(payload: dict[str, Any]) -> Message | None:
+    text = payload.get("message")
+    return Message("user", text) if isinstance(text, str) and text else None

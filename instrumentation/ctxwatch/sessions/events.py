@@ -1,0 +1,119 @@
+"""The events a recorded session yields: context snapshots, mutations, and skipped lines.
+
+`Snapshot` is the context buffer as the agent sent it at one step. `Mutation` is a change of
+the buffer that is not an append (a compaction, a pruning, a rewind), with the buffer before
+and after it, so a replay can compute its size change, orphaned pairs, lost literals and hash
+distance. `Skip` records an input line that could not be read. `classify_change` names the
+kind of change between two consecutive snapshots of formats that record whole buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import Message
+
+
+def _size(messages: Sequence[Message]) -> int:
+    return sum(m.size for m in messages)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The buffer the model was sent at `step` (0-based). `final` marks the buffer left at the
+    end of the file, which may not have been sent; `line` is the 1-based line of the record
+    that started the step (JSONL formats) and `where` says the same for every format."""
+
+    step: int
+    messages: tuple[Message, ...]
+    where: str
+    line: int | None = None
+    final: bool = False
+
+    @property
+    def size(self) -> int:
+        return _size(self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    """A change of the buffer between snapshot ``step - 1`` and snapshot `step`.
+
+    `kind` is one of ``compact`` (content dropped and a summary or new content put in its place),
+    ``prune`` (content dropped or elided in place, nothing new), ``rewrite`` (messages changed in
+    place), ``rerank`` (the same messages reordered). `source` names the record that marks it:
+    ``claude_code.compact_boundary``, ``claude_code.rewind``, ``codex.compacted``,
+    ``openhands.condensation`` or ``snapshot_diff`` (two consecutive recorded buffers differ
+    by more than an append). `changed` lists the indices in `before` that were changed or dropped
+    (for snapshot diffs). `trigger`, `pre_tokens` and `summary` are what the file says about a
+    compaction; `details` holds format-specific facts (e.g. ``replacement_items`` for Codex).
+    """
+
+    kind: str
+    step: int
+    before: tuple[Message, ...]
+    after: tuple[Message, ...]
+    source: str
+    where: str
+    line: int | None = None
+    trigger: str | None = None
+    pre_tokens: int | None = None
+    summary: Message | None = None
+    summary_line: int | None = None
+    changed: tuple[int, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def size_before(self) -> int:
+        return _size(self.before)
+
+    @property
+    def size_after(self) -> int:
+        return _size(self.after)
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """An input line or record that could not be read, and why."""
+
+    where: str
+    reason: str
+    line: int | None = None
+
+
+Event = Snapshot | Mutation
+
+
+def classify_change(before: Sequence[Message],
+                    after: Sequence[Message]) -> tuple[str, tuple[int, ...]] | None:
+    """(kind, changed indices of `before`) when `after` is not `before` plus appended messages, else None."""
+    bd = [m.digest for m in before]
+    ad = [m.digest for m in after]
+    n = len(bd)
+    if ad[:n] == bd:
+        return None
+    if len(ad) >= n and all(before[i].role == after[i].role for i in range(n)):
+        changed = tuple(i for i in range(n) if bd[i] != ad[i])
+        shrunk = all(after[i].size < before[i].size for i in changed)
+        return ("prune" if shrunk else "rewrite"), changed
+    kept = set(ad)
+    dropped = tuple(i for i in range(n) if bd[i] not in kept)
+    if not dropped:
+        return "rerank", ()
+    return ("compact" if _inserted(bd, ad) else "prune"), dropped
+
+
+def _inserted(bd: list[int], ad: list[int]) -> bool:
+    """Whether new messages took the place of dropped ones (rather than only following the old ones).
+
+    New messages before the last old message that survives past the common prefix were put in
+    place of old content. When nothing old survives past the prefix, every new message after it
+    counts: the tail was replaced (a summary after the system prompt reads this way).
+    """
+    old = set(bd)
+    prefix = next((i for i, (a, b) in enumerate(zip(bd, ad, strict=False)) if a != b), min(len(bd), len(ad)))
+    end = next((len(ad) - back for back, d in enumerate(reversed(ad)) if d in old), 0)
+    candidates = ad[prefix:] if end <= prefix else ad[:end]
+    return any(d not in old for d in candidates)

@@ -1,0 +1,109 @@
+"""Opening session files: checks, bounded JSONL streaming, capped JSON documents, and their errors.
+
+A file that cannot be read at all (missing, a directory, empty, binary, a single JSON document
+over the size cap) raises `SessionReadError`, one line naming the file. Inside a JSONL file, a
+corrupt, truncated or over-long line is a `Skip` collected on the session (or, with
+``strict=True``, a `SessionReadError` naming the line): one bad line does not cost the rest of a
+long recording. JSONL is read one line at a time with a cap on the line length, so memory stays
+bounded whatever the file size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidContextError
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+_SNIFF_BYTES = 64 * 1024
+
+
+class SessionReadError(InvalidContextError):
+    """A session file (or one of its lines) that cannot be read; the message names file and line."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str, line: int | None = None) -> None:
+        where = str(path) + (f", line {line}" if line is not None else "")
+        super().__init__(reason, source=where)
+        self.path = str(path)
+        self.line = line
+
+
+def check_file(path: Path) -> bytes:
+    """The first bytes of a readable, non-empty, text file; SessionReadError otherwise."""
+    try:
+        if path.is_dir():
+            raise SessionReadError(path, "is a directory, not a session file")
+        with path.open("rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except FileNotFoundError:
+        raise SessionReadError(path, "no such file") from None
+    except PermissionError:
+        raise SessionReadError(path, "cannot be read (permission denied)") from None
+    except OSError as exc:
+        raise SessionReadError(path, f"cannot be read ({exc.strerror or exc})") from None
+    if not head.strip():
+        raise SessionReadError(path, "is empty")
+    if b"\x00" in head:
+        raise SessionReadError(path, "is a binary file, not JSON or JSONL")
+    return head
+
+
+class BadJSON(ValueError):
+    """Text that is not one JSON value; `line` is the line of the error inside a multi-line document."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        super().__init__(reason)
+        self.line = line
+
+
+def parse_line(raw: bytes) -> Any:
+    """One JSON value; BadJSON with a short reason when it is not one."""
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise BadJSON("not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        cut = exc.pos >= len(raw.rstrip()) or exc.msg.startswith("Unterminated string")
+        kind = "truncated JSON" if cut else "corrupt JSON"
+        raise BadJSON(f"{kind} ({exc.msg}, column {exc.colno})", exc.lineno) from None
+    except RecursionError:
+        raise BadJSON("JSON nested too deeply to read") from None
+
+
+def iter_jsonl(path: Path, skip: Callable[[int, str], None],
+               max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, Any]]:
+    """(1-based line number, value) for each non-blank line; bad lines go to `skip(line, reason)`."""
+    with path.open("rb") as f:
+        lineno = 0
+        while raw := f.readline(max_line_bytes + 1):
+            lineno += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):  # drop the rest of the over-long line
+                    raw = f.readline(1 << 20)
+                skip(lineno, f"line longer than {max_line_bytes} bytes")
+                continue
+            if not raw.strip():
+                continue
+            try:
+                value = parse_line(raw)
+            except BadJSON as exc:
+                skip(lineno, str(exc))
+                continue
+            yield lineno, value
+
+
+def load_document(path: Path, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
+    """A whole-file JSON document (SWE-agent, OpenHands), refused over the size cap."""
+    size = path.stat().st_size
+    if size > max_document_bytes:
+        raise SessionReadError(path, f"is {size / 2**20:.0f} MiB, over the {max_document_bytes / 2**20:.0f} "
+                               "MiB limit for single-document formats (raise max_document_bytes to read it)")
+    try:
+        return parse_line(path.read_bytes())
+    except BadJSON as exc:
+        raise SessionReadError(path, str(exc), exc.line) from None
