@@ -12,11 +12,14 @@ of contraction when all three of the design's conditions hold:
 - cumulative loss is growing:  ``L_t ≥ min_lost`` and ``|literals(P_t)| ≥ min_literals``
 - distance below loss rate:    ``d_t < r_t``
 
-The state machine has hysteresis both ways: `enter_cycles` consecutive evidence cycles move it
-from ``healthy`` to ``contracting`` (the onset recorded is the first cycle of that run), and
-`exit_cycles` consecutive *clear* cycles move it back, where a clear cycle loses no literal or
-changes the buffer clearly more than it loses (``d_t ≥ r_t + exit_margin``). A cycle that is
-neither evidence nor clear breaks both runs.
+The state machine has hysteresis both ways: `enter_cycles` evidence cycles with no clear cycle
+between them move it from ``healthy`` to ``contracting`` (the onset recorded is the first
+evidence cycle of that run), and `exit_cycles` consecutive *clear* cycles move it back, where a
+clear cycle loses no literal or changes the buffer clearly more than it loses
+(``d_t ≥ r_t + exit_margin``). A cycle that is neither evidence nor clear (d within
+`exit_margin` above r) neither confirms nor refutes: it holds the entry run where it is and
+breaks an exit run. Requiring strictly consecutive evidence instead lets one cycle where d and r
+are a few hundredths apart restart the run; docs/alarm.md gives the figures for both.
 
 The detector is pure (figures in, verdict out) and its state is a small JSON-able dict, so the
 guard runs it in-process and the monitor rebuilds the very same state from span attributes
@@ -35,7 +38,7 @@ from typing import Any, Literal
 
 State = Literal["healthy", "contracting"]
 STATES: tuple[str, ...] = ("healthy", "contracting")
-_STATE_VERSION = 1
+_STATE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ class _State:
     onset: int | None = None
     recent: list[float] = field(default_factory=list)
     lost_total: int = 0
+    run_start: int | None = None  # first evidence cycle of the entry run under way
 
 
 class ContractionDetector:
@@ -158,18 +162,21 @@ class ContractionDetector:
         evidence = shrinking and losing and below
         clear = literals_lost == 0 or d >= r + cfg.exit_margin
         cycle = s.cycle + 1
-        state, streak, onset = s.state, s.streak, s.onset
+        state, streak, onset, run_start = s.state, s.streak, s.onset, s.run_start
         entered = left = False
         if state == "healthy":
-            streak = streak + 1 if evidence else 0
+            if evidence:
+                streak, run_start = streak + 1, run_start or cycle
+            elif clear:
+                streak, run_start = 0, None
             if streak >= cfg.enter_cycles:
-                state, entered, onset, streak = "contracting", True, cycle - streak + 1, 0
+                state, entered, onset, streak, run_start = "contracting", True, run_start, 0, None
         else:
             streak = streak + 1 if clear else 0
             if streak >= cfg.exit_cycles:
                 state, left, streak = "healthy", True, 0
         recent = (s.recent + [d])[-cfg.window:]
-        new = _State(state, cycle, streak, onset, recent, s.lost_total + literals_lost)
+        new = _State(state, cycle, streak, onset, recent, s.lost_total + literals_lost, run_start)
         verdict = CycleVerdict(cycle, state, d, r, literals_before, literals_lost, shrinking, losing, below,
                                streak, onset, entered, left)
         return new, verdict
@@ -179,14 +186,14 @@ class ContractionDetector:
         """The state as a small JSON-able dict (the configuration is not included)."""
         s = self._s
         return {"v": _STATE_VERSION, "state": s.state, "cycle": s.cycle, "streak": s.streak, "onset": s.onset,
-                "recent": list(s.recent), "lost_total": s.lost_total}
+                "recent": list(s.recent), "lost_total": s.lost_total, "run_start": s.run_start}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], config: DetectorConfig | None = None) -> ContractionDetector:
         """Rebuild a detector from `to_dict` output; a malformed dict raises ValueError naming the field."""
         if not isinstance(data, dict):
             raise ValueError(f"detector state must be a dict, got {type(data).__name__}")
-        if data.get("v") != _STATE_VERSION:
+        if data.get("v") not in (1, _STATE_VERSION):
             raise ValueError(f"detector state field 'v': unsupported version {data.get('v')!r}")
         det = cls(config)
         state = data.get("state")
@@ -198,15 +205,18 @@ class ContractionDetector:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"detector state field {name!r}: expected an integer >= 0, got {value!r}")
             ints[name] = value
-        onset = data.get("onset")
-        if onset is not None and (isinstance(onset, bool) or not isinstance(onset, int) or onset < 1):
-            raise ValueError(f"detector state field 'onset': expected null or an integer >= 1, got {onset!r}")
+        onset, run_start = data.get("onset"), data.get("run_start")
+        for name, value in (("onset", onset), ("run_start", run_start)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"detector state field {name!r}: expected null or an integer >= 1, got {value!r}")
+        if data["v"] == 1 and ints["streak"] and state == "healthy":  # version 1 kept only strict runs
+            run_start = ints["cycle"] - ints["streak"] + 1
         recent = data.get("recent")
         if not isinstance(recent, list) or not all(_is_distance(x) for x in recent):
             raise ValueError(f"detector state field 'recent': expected a list of distances in [0, 1], "
                              f"got {recent!r}")
         det._s = _State(state, ints["cycle"], ints["streak"], onset,
-                        [float(x) for x in recent][-det.config.window:], ints["lost_total"])
+                        [float(x) for x in recent][-det.config.window:], ints["lost_total"], run_start)
         return det
 
     def with_config(self, config: DetectorConfig) -> ContractionDetector:

@@ -52,6 +52,24 @@ def test_one_evidence_cycle_does_not_enter_and_two_do_with_the_onset_at_the_firs
     assert det.state == "contracting" and det.onset == 5
 
 
+def test_an_ambiguous_cycle_holds_the_entry_run_and_a_clear_cycle_resets_it():
+    """d a few hundredths above r neither confirms nor refutes: the run waits; a calm cycle ends it."""
+    det = ContractionDetector()
+    v = _feed(det, PEAK, EVIDENCE, (0.62, 20, 12), EVIDENCE)        # evidence, d=0.62 vs r=0.60, evidence
+    assert v[2].state == "healthy" and v[2].streak == 1
+    assert v[3].entered and v[3].onset == 2
+    det = ContractionDetector()
+    v = _feed(det, PEAK, EVIDENCE, CALM, EVIDENCE)
+    assert all(x.state == "healthy" for x in v) and v[3].streak == 1
+
+
+def test_a_version_1_state_still_loads():
+    old = {"v": 1, "state": "healthy", "cycle": 6, "streak": 1, "onset": None, "recent": [0.4, 0.3],
+           "lost_total": 9}
+    det = ContractionDetector.from_dict(old)
+    assert det.update(*EVIDENCE).onset == 6
+
+
 def test_leaving_needs_exit_cycles_consecutive_clear_cycles():
     det = ContractionDetector()
     _feed(det, PEAK, EVIDENCE, EVIDENCE)
@@ -106,7 +124,7 @@ def test_bad_figures_are_refused_with_a_clear_message(figures, field):
 
 
 @pytest.mark.parametrize("state, field", [
-    ([], "dict"), ({"v": 2}, "'v'"), ({**ContractionDetector().to_dict(), "state": "melting"}, "'state'"),
+    ([], "dict"), ({"v": 99}, "'v'"), ({**ContractionDetector().to_dict(), "state": "melting"}, "'state'"),
     ({**ContractionDetector().to_dict(), "cycle": -1}, "'cycle'"),
     ({**ContractionDetector().to_dict(), "onset": 0}, "'onset'"),
     ({**ContractionDetector().to_dict(), "recent": [0.2, float("nan")]}, "'recent'"),
