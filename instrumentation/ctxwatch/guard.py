@@ -161,7 +161,6 @@ class ContextGuard:
             raise ValueError(f"boundary {boundary} is outside the observed context (0..{len(proposed)})")
         if tools is not None:
             self.registry.activate(self.bridge.tools(tools))
-        self.policy.resolve(proposed)
         change = Change.between(self._context, proposed, "append", self._digests)
         report = None
         if self._context.messages and not change.is_append_only:
@@ -498,7 +497,10 @@ class ContextGuard:
                                    added=change.added, order=order)
             self._fp_last_rewrite = self._fp
             self.registry.forget_calls(self._pairs.calls)
+        if change.prefix_len < self._context.boundary:
+            self._rendered = None  # the rendering of a prefix that no longer exists
         boundary = min(self._context.boundary, change.prefix_len)
         self._context = Context(proposed, boundary)
+        self.policy.resolve(proposed)  # the first context the guard accepts fixes the policy region
         self._digests = change.after_digests
         self._raw = list(raw)

@@ -49,8 +49,8 @@ class PolicyRegion:
         return self.spans is not None
 
     def resolve(self, messages: Sequence[Message]) -> None:
-        """Pin the policy messages of the first observed context (once; later calls do nothing)."""
-        if self.spans is not None or self._selector is None:
+        """Pin the policy messages of the first non-empty context (once; later calls do nothing)."""
+        if self.spans is not None or self._selector is None or not messages:
             return
         if callable(self._selector):
             chosen = [i for i, m in enumerate(messages) if self._selector(i, m)]
