@@ -73,7 +73,7 @@ class DetectorConfig:
                 raise ValueError(f"DetectorConfig.{name} must be a number in [{low}, {high}], got {value!r}")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CycleVerdict:
     """The detector's judgement of one cycle, with the figures and conditions behind it."""
 
@@ -106,7 +106,7 @@ class CycleVerdict:
                 f"({self.literals_lost}/{self.literals_before} literals lost); {conds}; streak {self.streak}")
 
 
-@dataclass
+@dataclass(slots=True)
 class _State:
     state: State = "healthy"
     cycle: int = 0
@@ -119,6 +119,8 @@ class _State:
 
 class ContractionDetector:
     """The per-loop state machine healthy <-> contracting. Feed it one cycle at a time."""
+
+    __slots__ = ("config", "_s")
 
     def __init__(self, config: DetectorConfig | None = None) -> None:
         self.config = config or DetectorConfig()

@@ -1,0 +1,275 @@
+"""Benchmark of the ctxwatch monitor: throughput, latency, memory, /metrics render time, overload.
+
+Starts the monitor as a subprocess (`python -m ctxwatch_monitor --bench-endpoints`, SQLite state,
+one uvicorn worker, pinned to CPU 0 when there are two or more) and drives it from this process
+(pinned to CPU 1) over loopback with pre-encoded OTLP protobuf requests covering >= 100 concurrent
+loops. Phases:
+
+1. decode ceiling: POST /bench/decode (same HTTP stack, decodes and reads every span, stores nothing)
+2. full ingest: POST /v1/traces (validation, loop state, the shared detector, SQLite commit per request)
+3. overload: many more connections than admitted requests: counts 429/503, RSS before and after
+4. scale: a fresh monitor filled with 100,000 loops: RSS per tracked loop, GET /metrics render time
+
+Prints min / median / max of the per-second throughput, p50/p99 latency, RSS, and the ratio of the
+full path to the decode ceiling measured in the same run. Loopback only; bounded in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ctxwatch import semconv
+
+SPANS_PER_REQUEST = 512
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+# --- load ------------------------------------------------------------------------------------------
+
+def _attr(span, key: str, **value) -> None:
+    kv = span.attributes.add(key=key)
+    for field, v in value.items():
+        setattr(kv.value, field, v)
+
+
+def build_request(first_loop: int, loops: int, cycle0: int, agents: int = 8) -> bytes:
+    """SPANS_PER_REQUEST mutation spans: consecutive cycles of `loops` loops, every tenth a contracting one."""
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    _attr(resource_spans.resource, "service.name", string_value="bench")
+    spans = resource_spans.scope_spans.add().spans
+    per_loop = max(1, SPANS_PER_REQUEST // loops)
+    t = 1_700_000_000_000_000_000
+    for c in range(per_loop):
+        cycle = cycle0 + c
+        for i in range(loops):
+            loop = first_loop + i
+            contracting = loop % 10 == 0
+            d = max(0.01, 0.6 - 0.05 * cycle) if contracting else 0.4 + 0.01 * (cycle % 5)
+            before = 40
+            lost = min(before, 2 * cycle) if contracting else 0
+            kind = "append" if c % 4 == 3 else "compact"
+            span = spans.add(name=semconv.span_name(kind), trace_id=os.urandom(16), span_id=os.urandom(8),
+                             start_time_unix_nano=t, end_time_unix_nano=t + 1000)
+            t += 1000
+            _attr(span, semconv.LOOP_ID, string_value=f"bench-loop-{loop}")
+            _attr(span, semconv.GENAI_V1_41.agent_name, string_value=f"agent-{loop % agents}")
+            _attr(span, semconv.MUTATION_KIND, string_value=kind)
+            _attr(span, semconv.DECISION, string_value="patch")
+            _attr(span, semconv.PASS_NUMBER, int_value=cycle + 1)
+            _attr(span, semconv.PASS_CAP, int_value=64)
+            _attr(span, semconv.LITERALS_BEFORE, int_value=before)
+            _attr(span, semconv.LITERALS_LOST, int_value=lost if kind != "append" else 0)
+            _attr(span, semconv.ORPHANS_TOOL_USE, int_value=0)
+            _attr(span, semconv.ORPHANS_TOOL_RESULT, int_value=0)
+            _attr(span, semconv.CONTRACTION_STATE, string_value="healthy")
+            _attr(span, semconv.MESSAGES_BEFORE, int_value=20)
+            _attr(span, semconv.MESSAGES_AFTER, int_value=12)
+            _attr(span, semconv.SIZE_BEFORE, int_value=40_000)
+            _attr(span, semconv.SIZE_AFTER, int_value=25_000)
+            span.attributes.add(key=semconv.VIOLATIONS).value.array_value.SetInParent()
+            warnings = span.attributes.add(key=semconv.WARNINGS).value.array_value
+            if lost:
+                warnings.values.add(string_value="literal_loss")
+            if kind != "append":
+                _attr(span, semconv.HASH_DISTANCE, double_value=d)
+    return request.SerializeToString()
+
+
+# --- the monitor subprocess --------------------------------------------------------------------------
+
+class Monitor:
+    def __init__(self, state: Path, *args: str) -> None:
+        pin = (lambda: os.sched_setaffinity(0, {0})) if os.cpu_count() and os.cpu_count() >= 2 else None
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ctxwatch_monitor", "--port", "0", "--state", str(state), "--bench-endpoints",
+             "--log-level", "error", *args], stdout=subprocess.PIPE, text=True, preexec_fn=pin)
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            raise SystemExit(f"monitor did not start: {line!r}")
+        self.host, port = line.strip().rsplit("//", 1)[1].split(":")
+        self.port = int(port)
+        deadline = time.monotonic() + 60
+        while self.get("/readyz")[0] != 200:
+            if time.monotonic() > deadline:
+                raise SystemExit("monitor not ready")
+            time.sleep(0.05)
+
+    def connection(self) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(self.host, self.port, timeout=120)
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        try:
+            conn = self.connection()
+            conn.request("GET", path, headers=headers or {})
+            response = conn.getresponse()
+            return response.status, response.read()
+        except OSError:
+            return 0, b""
+
+    def rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
+class Run:
+    """Requests posted by `threads` keep-alive connections for `seconds`; per-second span counts."""
+
+    def __init__(self, monitor: Monitor, path: str, bodies: list[bytes], seconds: float, threads: int) -> None:
+        self.statuses: dict[int, int] = {}
+        self.latencies: list[float] = []
+        self.per_second: dict[int, int] = {}
+        lock = threading.Lock()
+        start = time.monotonic()
+        stop = start + seconds
+
+        def worker(index: int) -> None:
+            conn, k = monitor.connection(), index
+            while time.monotonic() < stop:
+                body = bodies[k % len(bodies)]
+                k += threads
+                sent = time.perf_counter()
+                try:
+                    conn.request("POST", path, body, PROTOBUF)
+                    response = conn.getresponse()
+                    response.read()
+                    status = response.status
+                except OSError:
+                    status, conn = 0, monitor.connection()
+                elapsed = time.perf_counter() - sent
+                with lock:
+                    self.statuses[status] = self.statuses.get(status, 0) + 1
+                    if status == 200:
+                        self.latencies.append(elapsed)
+                        second = int(time.monotonic() - start)
+                        self.per_second[second] = self.per_second.get(second, 0) + SPANS_PER_REQUEST
+                if status in (429, 503):
+                    time.sleep(0.001)
+
+        pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        self.seconds = time.monotonic() - start
+
+    @property
+    def rate(self) -> float:
+        return sum(self.per_second.values()) / self.seconds
+
+    def rates(self) -> list[int]:
+        full = [n for s, n in sorted(self.per_second.items()) if s < int(self.seconds)]
+        return full or [0]
+
+    def latency(self, q: float) -> float:
+        ordered = sorted(self.latencies) or [float("nan")]
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
+
+
+def _mmm(values: list[float]) -> str:
+    return f"min {min(values):,.0f}  median {statistics.median(values):,.0f}  max {max(values):,.0f}"
+
+
+# --- phases -----------------------------------------------------------------------------------------------
+
+def throughput(args: argparse.Namespace, workdir: Path) -> None:
+    bodies = [build_request(first, args.loops_per_request, cycle)
+              for cycle in range(0, 40, max(1, SPANS_PER_REQUEST // args.loops_per_request))
+              for first in range(0, args.loops, args.loops_per_request)]
+    monitor = Monitor(workdir / "throughput.sqlite3", "--max-inflight", str(args.threads * 2))
+    try:
+        rss0 = monitor.rss_mib()
+        ceiling = Run(monitor, "/bench/decode", bodies, args.ceiling_seconds, args.threads)
+        full = Run(monitor, "/v1/traces", bodies, args.seconds, args.threads)
+        rss1 = monitor.rss_mib()
+        print(f"loops: {args.loops} concurrent, {SPANS_PER_REQUEST} spans per request, {len(bodies)} distinct "
+              f"bodies of ~{len(bodies[0]) // 1024} KiB, {args.threads} client connections")
+        print(f"decode ceiling  : {ceiling.rate:,.0f} spans/s  (per second: {_mmm(ceiling.rates())})")
+        print(f"full ingest     : {full.rate:,.0f} spans/s  (per second: {_mmm(full.rates())})  "
+              f"statuses {full.statuses}")
+        print(f"ratio full/ceiling: {full.rate / ceiling.rate:.2f}  (target >= 0.50; >= 25,000 spans/s)")
+        print(f"latency full    : p50 {full.latency(0.50):.1f} ms  p99 {full.latency(0.99):.1f} ms "
+              f"(ceiling p50 {ceiling.latency(0.5):.1f} ms)")
+        print(f"RSS             : {rss0:.1f} MiB before, {rss1:.1f} MiB after")
+        rss_before = monitor.rss_mib()
+        flood = Run(monitor, "/v1/traces", bodies, args.overload_seconds, args.threads * 8)
+        refused = flood.statuses.get(429, 0) + flood.statuses.get(503, 0)
+        print(f"overload        : {args.threads * 8} connections, max_inflight {args.threads * 2}: "
+              f"statuses {flood.statuses} ({refused} refused with 429/503); RSS {rss_before:.1f} -> "
+              f"{monitor.rss_mib():.1f} MiB")
+    finally:
+        monitor.stop()
+
+
+def scale(args: argparse.Namespace, workdir: Path) -> None:
+    loops = args.scale_loops
+    monitor = Monitor(workdir / "scale.sqlite3", "--max-loops", str(loops * 2))
+    try:
+        baseline = monitor.rss_mib()
+        conn = monitor.connection()
+        per_request = SPANS_PER_REQUEST // args.scale_cycles
+        for first in range(0, loops, per_request):
+            conn.request("POST", "/v1/traces", build_request(first, min(per_request, loops - first), 0), PROTOBUF)
+            response = conn.getresponse()
+            response.read()
+            assert response.status == 200, response.status
+        status, body = monitor.get("/readyz")
+        filled = monitor.rss_mib()
+        print(f"scale           : {body.decode()}; RSS {baseline:.1f} MiB empty -> {filled:.1f} MiB "
+              f"with {loops:,} loops ({args.scale_cycles} cycles each): "
+              f"{(filled - baseline) * 1024 * 1024 / loops:,.0f} bytes per tracked loop (target <= 2048)")
+        times = []
+        for _ in range(args.metrics_scrapes):
+            started = time.perf_counter()
+            status, text = monitor.get("/metrics")
+            times.append((time.perf_counter() - started) * 1e3)
+            assert status == 200
+        print(f"/metrics        : {len(text) // 1024} KiB, render+fetch ms {_mmm(times).replace(',', '')} "
+              f"(target <= 50 ms with 100,000 loops)")
+    finally:
+        monitor.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="full-ingest phase length (default 60)")
+    parser.add_argument("--ceiling-seconds", type=float, default=None, help="decode-ceiling phase (default seconds/3)")
+    parser.add_argument("--overload-seconds", type=float, default=5.0)
+    parser.add_argument("--loops", type=int, default=1024, help="concurrent loops (>= 100)")
+    parser.add_argument("--loops-per-request", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=4, help="client connections")
+    parser.add_argument("--scale-loops", type=int, default=100_000)
+    parser.add_argument("--scale-cycles", type=int, default=4, help="cycles per loop in the scale phase")
+    parser.add_argument("--metrics-scrapes", type=int, default=20)
+    parser.add_argument("--skip-scale", action="store_true")
+    args = parser.parse_args()
+    if args.loops < 100:
+        parser.error("--loops must be at least 100")
+    args.ceiling_seconds = args.ceiling_seconds or max(3.0, args.seconds / 3)
+    if (os.cpu_count() or 1) >= 2:
+        os.sched_setaffinity(0, {1})
+    with tempfile.TemporaryDirectory(prefix="ctxwatch-bench-") as tmp:
+        throughput(args, Path(tmp))
+        if not args.skip_scale:
+            scale(args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The application factory: wires config, state, routes, self-metrics and error handling together.
+
+`create_app(config)` opens the state file (raising `StateFileError` with a clear message when it
+cannot), loads the state on the engine thread at start-up, sweeps expired loops periodically, and
+serves: POST /v1/traces, GET /metrics, /api/*, the live page at /, /healthz and /readyz. Errors are
+answered as JSON with a message; nothing a client sends produces a traceback in a response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import __version__
+from .api import api_router
+from .auth import CHALLENGE, BearerAuth
+from .config import MonitorConfig
+from .engine import Engine
+from .ingest import ingest_router
+from .instruments import Instruments
+from .page import mount_page
+from .persistence import Database
+
+log = logging.getLogger("ctxwatch.monitor")
+
+_HANDLERS = (("/v1/traces", "traces"), ("/metrics", "metrics"), ("/api/", "api"), ("/healthz", "health"),
+             ("/readyz", "health"), ("/bench/", "bench"))
+
+
+def _handler(path: str) -> str:
+    """A bounded handler label for self-metrics."""
+    for prefix, name in _HANDLERS:
+        if path.startswith(prefix):
+            return name
+    return "page"
+
+
+class RequestMetrics:
+    """ASGI middleware counting every HTTP request by handler and status, and timing it."""
+
+    def __init__(self, app: ASGIApp, instruments: Instruments) -> None:
+        self.app, self.instruments = app, instruments
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started, status = time.perf_counter(), 500
+
+        async def send_and_note(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            handler = _handler(scope.get("path", ""))
+            self.instruments.requests.inc((handler, str(status)))
+            self.instruments.request_duration.observe((handler,), time.perf_counter() - started)
+
+
+def create_app(config: MonitorConfig) -> FastAPI:
+    """The monitor as an ASGI app (see the module docstring)."""
+    instruments = Instruments(config.label_cap)
+    database = Database(config.state, config.sync) if config.persistent else None
+    engine = Engine(config, instruments, database)
+    auth = BearerAuth(config.token)
+
+    async def sweeper() -> None:
+        while True:
+            await asyncio.sleep(config.sweep_interval)
+            try:
+                await engine.call(engine.sweep)
+            except Exception:  # a failed sweep is retried at the next interval (counted as not ready)
+                log.exception("ctxwatch monitor: TTL sweep failed")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await engine.call(engine.restore)
+        task = asyncio.create_task(sweeper()) if config.loop_ttl and config.sweep_interval else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+            await asyncio.to_thread(engine.shutdown)
+
+    app = FastAPI(title="ctxwatch monitor", version=__version__, lifespan=lifespan,
+                  description="Receives ctxwatch mutation spans (OTLP/HTTP) and serves contraction alarms, "
+                              "Prometheus metrics, a JSON API and a live page.")
+    app.state.engine = engine
+
+    app.add_middleware(RequestMetrics, instruments=instruments)
+
+    @app.exception_handler(Exception)
+    async def internal_error(_: Request, exc: Exception) -> JSONResponse:
+        log.error("ctxwatch monitor: internal error %s: %s", type(exc).__name__, exc)
+        return JSONResponse({"detail": "internal error"}, status_code=500)
+
+    app.include_router(ingest_router(engine, auth, decode_only=config.bench_endpoints))
+    app.include_router(api_router(engine, auth))
+    mount_page(app)
+
+    @app.get("/metrics", tags=["metrics"], summary="Prometheus text or OpenMetrics (by Accept)",
+             response_class=Response, responses={200: {"content": {"text/plain": {}}}, 401: {}})
+    async def metrics(request: Request) -> Response:
+        if config.metrics_auth and not auth.allows(request.headers.get("authorization")):
+            raise HTTPException(401, "missing or wrong bearer token", headers=CHALLENGE)
+        body, content_type = instruments.metric_set.render(request.headers.get("accept"))
+        return Response(body, media_type=content_type)
+
+    @app.get("/healthz", tags=["health"], summary="The process is up")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"], summary="State loaded and writable", responses={503: {}})
+    async def readyz() -> JSONResponse:
+        if engine.ready:
+            return JSONResponse({"status": "ready", "loops": len(engine.store)})
+        return JSONResponse({"status": "not ready"}, status_code=503)
+
+    return app

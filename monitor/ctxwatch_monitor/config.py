@@ -1,0 +1,213 @@
+"""The monitor's configuration: defaults, a TOML file, `CTXWATCH_MONITOR_*` variables and flags.
+
+Precedence, highest first: command-line flags, environment variables, the config file, defaults.
+The config file is TOML; its keys are the option names below (top level or under `[monitor]`),
+and its `[contraction]` table is handed unchanged to the shared contraction detector's config.
+Every unusable value is reported as a `ConfigError` naming the source (flag, variable or file)
+and the option, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "CTXWATCH_MONITOR_"
+MEMORY_STATE = ":memory:"
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names where it came from."""
+
+
+@dataclass(frozen=True)
+class MonitorConfig:
+    """Everything the service reads at start-up. See docs/monitor.md for each option."""
+
+    host: str = "127.0.0.1"
+    port: int = 4318
+    state: str = "ctxwatch-monitor.sqlite3"
+    token: str | None = None
+    metrics_auth: bool = False
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_inflight: int = 16
+    max_loops: int = 200_000
+    loop_ttl: float = 86_400.0
+    history: int = 32
+    label_cap: int = 100
+    sync: str = "full"
+    retry_after: int = 1
+    sweep_interval: float = 30.0
+    log_level: str = "warning"
+    bench_endpoints: bool = False
+    contraction: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def persistent(self) -> bool:
+        return self.state != MEMORY_STATE
+
+
+def _positive_int(text: Any) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be at least 1")
+    return value
+
+
+def _port(text: Any) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise ValueError("must be a TCP port (0-65535; 0 picks a free one)")
+    return value
+
+
+def _seconds(text: Any) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("must be a finite number of seconds >= 0 (0 disables)")
+    return value
+
+
+def _bool(text: Any) -> bool:
+    if isinstance(text, bool):
+        return text
+    lowered = str(text).strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError("must be true or false")
+
+
+def _choice(*allowed: str) -> Callable[[Any], str]:
+    def parse(text: Any) -> str:
+        value = str(text).strip().lower()
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return value
+    return parse
+
+
+def _text(text: Any) -> str:
+    if not isinstance(text, str) or not text:
+        raise ValueError("must be a non-empty string")
+    return text
+
+
+# option -> (parser, help). The order is the order of `--help`.
+_OPTIONS: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "host": (_text, "address to listen on (default 127.0.0.1)"),
+    "port": (_port, "TCP port; 0 picks a free one and prints it (default 4318, OTLP/HTTP)"),
+    "state": (_text, f"SQLite state file; {MEMORY_STATE} keeps state in memory only"),
+    "token": (_text, "bearer token required on ingest and the API (default: none)"),
+    "metrics_auth": (_bool, "also require the token on /metrics"),
+    "max_body_bytes": (_positive_int, "largest request body, after decompression (bytes)"),
+    "max_inflight": (_positive_int, "ingest requests admitted at once; more get 429"),
+    "max_loops": (_positive_int, "loops tracked at most; the least recently seen are evicted"),
+    "loop_ttl": (_seconds, "forget a loop not seen for this long (seconds, 0 = never)"),
+    "history": (_positive_int, "cycles of history kept per loop"),
+    "label_cap": (_positive_int, "distinct values per metric label before the overflow value"),
+    "sync": (_choice("full", "normal"), "SQLite synchronous mode: full survives power loss, normal a crash"),
+    "retry_after": (_positive_int, "seconds sent in Retry-After with 429/503"),
+    "sweep_interval": (_seconds, "seconds between TTL sweeps"),
+    "log_level": (_choice("critical", "error", "warning", "info", "debug"), "uvicorn log level"),
+    "bench_endpoints": (_bool, "serve POST /bench/decode (decode only, for bench/bench_monitor.py)"),
+}
+_FLAG_ONLY_HIDDEN = {"bench_endpoints"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `ctxwatch monitor` argument parser (every default is None: unset flags defer to env/file)."""
+    parser = argparse.ArgumentParser(
+        prog="ctxwatch monitor",
+        description="Receive ctxwatch mutation spans over OTLP/HTTP; serve alarms, metrics, an API and a live page.",
+    )
+    parser.add_argument("--config", metavar="FILE", help="TOML config file (also CTXWATCH_MONITOR_CONFIG)")
+    parser.add_argument("--token-file", metavar="FILE", help="read the bearer token from this file")
+    for name, (_, help_text) in _OPTIONS.items():
+        flag = "--" + name.replace("_", "-")
+        if name in _FLAG_ONLY_HIDDEN:
+            help_text = argparse.SUPPRESS
+        if name in {"metrics_auth", "bench_endpoints"}:
+            parser.add_argument(flag, dest=name, action="store_const", const=True, default=None, help=help_text)
+        else:
+            parser.add_argument(flag, dest=name, default=None, help=help_text)
+    return parser
+
+
+def _parse(name: str, raw: Any, source: str) -> Any:
+    parser, _ = _OPTIONS[name]
+    try:
+        return parser(raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: option {name!r} = {raw!r}: {exc}") from None
+
+
+def _read_token_file(path: str, source: str) -> str:
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read token file {path!r}: {exc.strerror}") from None
+    if not token:
+        raise ConfigError(f"{source}: token file {path!r} is empty")
+    return token
+
+
+def _from_file(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"config file {path!r}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path!r}: not valid TOML: {exc}") from None
+    contraction = data.pop("contraction", {})
+    section = data.pop("monitor", {})
+    if not isinstance(section, dict) or not isinstance(contraction, dict):
+        raise ConfigError(f"config file {path!r}: [monitor] and [contraction] must be tables")
+    merged = {**data, **section}
+    values: dict[str, Any] = {}
+    for key, raw in merged.items():
+        source = f"config file {path!r}"
+        if key == "token_file":
+            values["token"] = _read_token_file(str(raw), source)
+            continue
+        if key not in _OPTIONS:
+            raise ConfigError(f"{source}: unknown option {key!r} (known: {', '.join(_OPTIONS)}, token_file)")
+        values[key] = _parse(key, raw, source)
+    return values, contraction
+
+
+def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name in _OPTIONS:
+        var = ENV_PREFIX + name.upper()
+        if var in environ:
+            values[name] = _parse(name, environ[var], f"environment variable {var}")
+    token_file = environ.get(ENV_PREFIX + "TOKEN_FILE")
+    if token_file and "token" not in values:
+        values["token"] = _read_token_file(token_file, f"environment variable {ENV_PREFIX}TOKEN_FILE")
+    return values
+
+
+def load_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> MonitorConfig:
+    """Parse flags, variables and the config file into a `MonitorConfig` (flags win, then env, then file)."""
+    environ = os.environ if environ is None else environ
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    config_path = args.config or environ.get(ENV_PREFIX + "CONFIG")
+    file_values, contraction = _from_file(config_path) if config_path else ({}, {})
+    flag_values = {
+        name: _parse(name, getattr(args, name), "flag --" + name.replace("_", "-"))
+        for name in _OPTIONS if getattr(args, name) is not None
+    }
+    if args.token_file:
+        flag_values["token"] = _read_token_file(args.token_file, "flag --token-file")
+    merged = {**file_values, **_from_env(environ), **flag_values}
+    return replace(MonitorConfig(contraction=contraction), **merged)
+

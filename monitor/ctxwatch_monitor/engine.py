@@ -1,0 +1,219 @@
+"""The monitor's state owner: applies decoded spans to loops, runs the shared detector, persists.
+
+All state lives on one thread (a single-worker executor), so spans, sweeps, queries and /metrics
+renders never race. `ingest` validates spans, applies the accepted ones in the order received (the order
+the SDK's batch processor exported them: end times come from wall clocks, which can step), feeds
+the applied rewrite cycles to the loop's `ctxwatch.contraction.ContractionDetector` (the same alarm
+logic the guard runs in-process) and commits the request's changes in one transaction before
+returning. If the commit fails, memory is reloaded from the database (the last acknowledged state)
+and `Unavailable` is raised, so the client retries and nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple, TypeVar
+
+from ctxwatch.contraction import ContractionDetector, DetectorConfig
+
+from .config import MonitorConfig
+from .instruments import Instruments
+from .loops import CONTRACTING, LoopState, LoopStore
+from .otlp import RawSpan
+from .persistence import Database
+from .records import MutationRecord, Rejected, validate
+
+log = logging.getLogger("ctxwatch.monitor")
+MAX_REPORTED_REJECTIONS = 3
+T = TypeVar("T")
+
+
+class Unavailable(RuntimeError):
+    """The state cannot be written right now (answered with 503 and Retry-After)."""
+
+
+class IngestResult(NamedTuple):
+    accepted: int
+    rejected: int
+    ignored: int
+    message: str
+
+
+def detector_config(settings: dict[str, Any]) -> DetectorConfig:
+    """The detector configuration from the config file's [contraction] table (ValueError if unusable)."""
+    try:
+        return DetectorConfig(**settings)
+    except TypeError as exc:
+        raise ValueError(f"[contraction]: {exc}") from None
+
+
+class Engine:
+    """Loops, metrics and the state file, driven from one thread (see the module docstring)."""
+
+    def __init__(self, config: MonitorConfig, instruments: Instruments, database: Database | None) -> None:
+        self.config = config
+        self.instruments = instruments
+        self.database = database
+        self.detector_config = detector_config(dict(config.contraction))
+        self.store = LoopStore(instruments, config.max_loops, config.loop_ttl)
+        self.ready = False
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxwatch-state")
+        self._label_sizes = (0, 0)
+
+    # --- running on the state thread ---------------------------------------------------------------
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(*args)` on the state thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=True)
+        if self.database is not None:
+            self.database.close()
+
+    # --- restore -----------------------------------------------------------------------------------
+    def restore(self) -> None:
+        """Load loops, histories, detector states and persisted series from the state file."""
+        self.store.clear()
+        persisted = [f for f in self.instruments.metric_set.families.values() if f.persist]
+        for family in persisted:
+            family.values.clear()
+        self.instruments.metric_set.forget_dirty()
+        if self.database is not None:
+            for name in ("services", "agents"):
+                for value in self.database.meta(name) or []:
+                    getattr(self.instruments, name).value(value)
+            families = self.instruments.metric_set.families
+            for name, key, value in self.database.load_series():
+                if name in families and families[name].persist:
+                    families[name].restore(key, value)
+            for row in self.database.load_loops():
+                self.store.add(self._loop_from_row(row))
+            self.store.dirty.clear()
+            self.store.removed.clear()
+        self._label_sizes = self._current_label_sizes()
+        self.ready = True
+
+    def _loop_from_row(self, row: dict[str, Any]) -> LoopState:
+        detector = ContractionDetector.from_dict(json.loads(row["detector"]), self.detector_config)
+        labels = self.instruments.label_pair(row["service"], row["agent"])
+        loop = LoopState(row["loop_id"], row["service"], row["agent"], labels, row["state"], detector,
+                         row["first_seen"])
+        loop.last_seen, loop.cycles, loop.guard_state = row["last_seen"], row["cycles"], row["guard_state"]
+        loop.onset, loop.flagged, loop.alarm_time = row["onset"], row["flagged"], row["alarm_time"]
+        loop.history, loop.entries = bytearray(row["history"]), row["entries"]
+        return loop
+
+    # --- ingest --------------------------------------------------------------------------------------
+    def ingest(self, spans: list[RawSpan]) -> IngestResult:
+        """Validate, apply and persist one request's spans (on the state thread)."""
+        if not self.ready:
+            raise Unavailable("the monitor's state is not loaded")
+        records: list[MutationRecord] = []
+        rejections: list[str] = []
+        for span in spans:
+            try:
+                record = validate(span)
+            except Rejected as exc:
+                rejections.append(str(exc))
+                continue
+            if record is not None:
+                records.append(record)
+        now = time.time()
+        for record in records:
+            self._apply(record, now)
+        self._persist()
+        ignored = len(spans) - len(records) - len(rejections)
+        instruments = self.instruments
+        instruments.spans_accepted.inc((), len(records))
+        instruments.spans_rejected.inc((), len(rejections))
+        instruments.spans_ignored.inc((), ignored)
+        message = ""
+        if rejections:
+            shown = "; ".join(rejections[:MAX_REPORTED_REJECTIONS])
+            more = len(rejections) - MAX_REPORTED_REJECTIONS
+            message = f"{len(rejections)} span(s) rejected: {shown}" + (f"; and {more} more" if more > 0 else "")
+        return IngestResult(len(records), len(rejections), ignored, message)
+
+    def _apply(self, record: MutationRecord, now: float) -> None:
+        store = self.store
+        loop = store.get(record.loop_id)
+        if loop is None:
+            detector = ContractionDetector(self.detector_config)
+            loop = LoopState(record.loop_id, record.service, record.agent,
+                             self.instruments.label_pair(record.service, record.agent), detector.state, detector, now)
+            store.add(loop)
+            store.dirty.add(loop.loop_id)
+        else:
+            store.touch(loop, record.service, record.agent, now)
+        self.instruments.observe(record, *loop.labels)
+        if record.guard_state is not None:
+            loop.guard_state = record.guard_state
+        if record.kind == "append":
+            return
+        at = record.end_ns / 1e9 if record.end_ns else now
+        cycle = 0
+        if record.feeds_detector:
+            verdict = loop.detector.update(record.d, record.before, record.lost)
+            cycle = loop.cycles = verdict.cycle
+            loop.onset = verdict.onset
+            if verdict.state != loop.state:
+                if verdict.state == CONTRACTING:
+                    loop.flagged, loop.alarm_time = cycle, at
+                    self.instruments.onsets.inc(loop.labels)
+                store.set_state(loop, verdict.state)
+        loop.record(self.config.history, at, record.kind, record.decision, record.d, record.loss_rate,
+                    record.before, record.lost, cycle)
+
+    def sweep(self) -> int:
+        """Forget loops past the TTL and persist their removal."""
+        evicted = self.store.sweep(time.time())
+        if evicted:
+            self._persist()
+        return evicted
+
+    # --- persistence -----------------------------------------------------------------------------------
+    def _current_label_sizes(self) -> tuple[int, int]:
+        return len(self.instruments.services.known()), len(self.instruments.agents.known())
+
+    def _persist(self) -> None:
+        store = self.store
+        series = self.instruments.metric_set.take_dirty()
+        dirty = [store.loops[i] for i in store.dirty]
+        removed = list(store.removed)
+        store.dirty.clear()
+        store.removed.clear()
+        if self.database is None:
+            return
+        meta: dict[str, Any] = {}
+        sizes = self._current_label_sizes()
+        if sizes != self._label_sizes:
+            meta = {"services": self.instruments.services.known(), "agents": self.instruments.agents.known()}
+        rows = [_row(loop) for loop in dirty]
+        started = time.perf_counter()
+        try:
+            self.database.write(rows, removed, series, meta)
+        except sqlite3.Error as exc:
+            log.error("ctxwatch monitor: writing the state file failed (%s); reloading the last committed state", exc)
+            self._reload_after_failure()
+            raise Unavailable(f"the state file could not be written: {exc}") from None
+        self._label_sizes = sizes
+        self.instruments.db_write_duration.observe((), time.perf_counter() - started)
+
+    def _reload_after_failure(self) -> None:
+        self.ready = False
+        try:
+            self.restore()
+        except sqlite3.Error as exc:
+            log.error("ctxwatch monitor: reloading the state file failed (%s); not ready", exc)
+
+
+def _row(loop: LoopState) -> tuple[Any, ...]:
+    return (loop.loop_id, loop.service, loop.agent, loop.state, loop.onset, loop.flagged, loop.alarm_time,
+            loop.cycles, loop.first_seen, loop.last_seen, loop.guard_state,
+            json.dumps(loop.detector.to_dict(), separators=(",", ":")), bytes(loop.history), loop.entries)

@@ -1,0 +1,115 @@
+"""`POST /v1/traces`: the OTLP/HTTP receiver, its admission control and its error contract.
+
+Order of refusals: 401 (token), 415 (content type or encoding), 413 (declared length), 503 (state
+not loaded or not writable), 429 (more than `max_inflight` requests admitted), then the body is
+read with the decompressed-size cap (413), decoded (400, never retried) and applied. Spans that
+are individually invalid are reported in `partial_success`. 429 and 503 carry `Retry-After`.
+Admitted requests are bounded, so memory held by request bodies is at most
+`max_inflight * max_body_bytes` however fast clients send.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from .auth import CHALLENGE, BearerAuth
+from .engine import Engine, IngestResult, Unavailable
+from .otlp import DecodeError, decode, error_body, media_type, success_body
+from .records import RESOURCE_KEYS, SPAN_KEYS
+from .wire import JSON, PROTOBUF, WireError, declared_length_ok, media_encoding, read_body
+
+_OPENAPI_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+            "application/json": {"schema": {"type": "object"}},
+        },
+    },
+}
+
+
+class Admission:
+    """At most `limit` ingest requests admitted at once; the rest are refused with 429."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.current = 0
+
+    def enter(self) -> bool:
+        if self.current >= self.limit:
+            return False
+        self.current += 1
+        return True
+
+    def leave(self) -> None:
+        self.current -= 1
+
+
+def _guess_encoding(content_type: str | None) -> str:
+    """The encoding to answer an error in, even when the content type is not one we accept."""
+    return JSON if "json" in (content_type or "").lower() else PROTOBUF
+
+
+def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False) -> APIRouter:
+    """The receiver; with `decode_only`, also `POST /bench/decode` (decode and read, store nothing)."""
+    config = engine.config
+    admission = Admission(config.max_inflight)
+    inflight = engine.instruments.inflight
+    retry = {"Retry-After": str(config.retry_after)}
+    router = APIRouter()
+
+    def ingest_body(body: bytes, encoding: str) -> IngestResult:
+        return engine.ingest(decode(body, encoding, SPAN_KEYS, RESOURCE_KEYS))
+
+    def refuse(encoding: str, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+        return Response(error_body(encoding, status, message), status_code=status,
+                        media_type=media_type(encoding), headers=headers)
+
+    async def receive(request: Request, store: bool) -> Response:
+        headers = request.headers
+        encoding = _guess_encoding(headers.get("content-type"))
+        if not auth.allows(headers.get("authorization")):
+            return refuse(encoding, 401, "missing or wrong bearer token", CHALLENGE)
+        try:
+            encoding = media_encoding(headers.get("content-type"))
+            declared_length_ok(headers.get("content-length"), headers.get("content-encoding"),
+                               config.max_body_bytes)
+        except WireError as exc:
+            return refuse(encoding, exc.status, exc.message)
+        if not engine.ready:
+            return refuse(encoding, 503, "the monitor's state is not available; retry later", retry)
+        if not admission.enter():
+            return refuse(encoding, 429, f"more than {admission.limit} export requests in flight; retry later",
+                          retry)
+        inflight.set((), admission.current)
+        try:
+            body = await read_body(request.stream(), headers.get("content-encoding"), config.max_body_bytes)
+            if not store:
+                await engine.call(decode, body, encoding, SPAN_KEYS, RESOURCE_KEYS)
+                return Response(success_body(encoding, 0, ""), media_type=media_type(encoding))
+            # decoded on the state thread too: one hand-off per request, no GIL ping-pong with the loop
+            result = await engine.call(ingest_body, body, encoding)
+        except WireError as exc:
+            return refuse(encoding, exc.status, exc.message)
+        except DecodeError as exc:
+            engine.instruments.decode_errors.inc((encoding,))
+            return refuse(encoding, 400, str(exc))
+        except Unavailable as exc:
+            return refuse(encoding, 503, f"{exc}; retry later", retry)
+        finally:
+            admission.leave()
+            inflight.set((), admission.current)
+        return Response(success_body(encoding, result.rejected, result.message), media_type=media_type(encoding))
+
+    @router.post("/v1/traces", tags=["ingest"], openapi_extra=_OPENAPI_BODY,
+                 summary="OTLP/HTTP trace export (protobuf or JSON, optionally gzip)")
+    async def export_traces(request: Request) -> Response:
+        return await receive(request, store=True)
+
+    if decode_only:
+        @router.post("/bench/decode", tags=["bench"], openapi_extra=_OPENAPI_BODY, include_in_schema=False)
+        async def decode_traces(request: Request) -> Response:
+            return await receive(request, store=False)
+
+    return router

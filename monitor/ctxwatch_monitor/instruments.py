@@ -1,0 +1,134 @@
+"""The monitor's metric families: the guard's instruments rebuilt from spans, loops by state, self-metrics.
+
+Fleet families reuse the wire contract's instruments (`ctxwatch.semconv.METRICS`: names, label keys,
+buckets and descriptions), so a dashboard reads the same `ctxwatch_*` series whether they come from
+the monitor or from the guard's own OTel metrics through a collector; select by `job` when you
+scrape both. `ctxwatch_loops{service,agent,state}` counts tracked loops per detector state, kept
+incrementally by the loop store. Self-metrics are `ctxwatch_monitor_*`. Labels are bounded.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+
+from ctxwatch import semconv
+
+from .labels import BoundedLabel
+from .metrics import Counter, Family, Gauge, Histogram, Key, MetricSet
+from .records import AGENT_NAME, MutationRecord
+
+# A record's label vector: (kind, decision, agent, service, side-or-invariant).
+_VECTOR_INDEX = {semconv.MUTATION_KIND: 0, semconv.DECISION: 1, AGENT_NAME: 2, semconv.SERVICE_NAME: 3,
+                 semconv.ORPHAN_SIDE: 4, semconv.INVARIANT: 4}
+_DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+LOOP_LABELS = ("service", "agent", "state")
+
+
+def _family(spec: semconv.MetricSpec) -> Counter | Histogram:
+    labels = [semconv.PROMETHEUS_LABELS[a] for a in spec.attributes]
+    name = semconv.prometheus_name(spec)
+    if spec.instrument == "counter":
+        return Counter(name, spec.description, labels, persist=True)
+    return Histogram(name, spec.description, labels, buckets=spec.buckets or (), persist=True)
+
+
+class _Fleet:
+    """One semconv instrument as a family, with the getter that picks its labels from a vector."""
+
+    __slots__ = ("family", "key")
+
+    def __init__(self, spec: semconv.MetricSpec) -> None:
+        self.family = _family(spec)
+        self.key = itemgetter(*(_VECTOR_INDEX[a] for a in spec.attributes))
+
+
+class Instruments:
+    """All families, the bounded agent/service labels, and `observe` for one accepted record."""
+
+    def __init__(self, label_cap: int) -> None:
+        self.services = BoundedLabel(label_cap)
+        self.agents = BoundedLabel(label_cap)
+        self.mutations = _Fleet(semconv.MUTATIONS)
+        self.lost_literals = _Fleet(semconv.LOST_LITERALS)
+        self.orphans = _Fleet(semconv.ORPHANED_TOOL_PARTS)
+        self.deferrals = _Fleet(semconv.DEFERRALS)
+        self.violations = _Fleet(semconv.INVARIANT_VIOLATIONS)
+        self.warnings = _Fleet(semconv.INVARIANT_WARNINGS)
+        self.hash_distance = _Fleet(semconv.HASH_DISTANCE_HISTOGRAM)
+        self.loss_rate = _Fleet(semconv.LITERAL_LOSS_RATE)
+        self.pass_number = _Fleet(semconv.PASS_NUMBER_HISTOGRAM)
+        fleet = [self.mutations, self.lost_literals, self.orphans, self.deferrals, self.violations,
+                 self.warnings, self.hash_distance, self.loss_rate, self.pass_number]
+        self.onsets = Counter("ctxwatch_contraction_onsets_total",
+                              "Loops the monitor's contraction detector saw enter the contraction regime.",
+                              ("service", "agent"), persist=True)
+        self.loops = Gauge("ctxwatch_loops", "Loops tracked by the monitor, by contraction state.", LOOP_LABELS)
+        self.requests = Counter("ctxwatch_monitor_requests_total", "HTTP requests answered, by handler and status.",
+                                ("handler", "code"))
+        self.request_duration = Histogram("ctxwatch_monitor_request_duration_seconds",
+                                          "Time to answer an HTTP request.", ("handler",), buckets=_DURATION_BUCKETS)
+        self.spans_accepted = Counter("ctxwatch_monitor_spans_accepted_total", "Mutation spans accepted.")
+        self.spans_rejected = Counter("ctxwatch_monitor_spans_rejected_total",
+                                      "Mutation spans rejected as invalid (reported in partial_success).")
+        self.spans_ignored = Counter("ctxwatch_monitor_spans_ignored_total",
+                                     "Spans without ctxwatch.mutation.kind (not mutation spans), ignored.")
+        self.decode_errors = Counter("ctxwatch_monitor_decode_errors_total",
+                                     "Requests refused with 400 because the body could not be decoded.", ("encoding",))
+        self.loops_tracked = Gauge("ctxwatch_monitor_loops_tracked", "Loops held in memory.")
+        self.evictions = Counter("ctxwatch_monitor_loop_evictions_total",
+                                 "Loops forgotten: reason=ttl (not seen within the TTL) or cap (least recently "
+                                 "seen, past the cap on tracked loops).", ("reason",))
+        self.db_write_duration = Histogram("ctxwatch_monitor_db_write_duration_seconds",
+                                           "Time to commit one request's changes to the state database.",
+                                           buckets=_DURATION_BUCKETS)
+        self.inflight = Gauge("ctxwatch_monitor_inflight_requests", "Ingest requests admitted and not yet answered.")
+        families: list[Family] = [f.family for f in fleet]
+        families += [self.onsets, self.loops, self.requests, self.request_duration, self.spans_accepted,
+                     self.spans_rejected, self.spans_ignored, self.decode_errors, self.loops_tracked,
+                     self.evictions, self.db_write_duration, self.inflight]
+        self.metric_set = MetricSet(families)
+        # label keys of the families keyed by (kind, decision, agent, service), per such tuple (bounded)
+        self._base = (self.mutations, self.lost_literals, self.deferrals, self.hash_distance, self.loss_rate,
+                      self.pass_number)
+        self._key_cache: dict[tuple[str, str, str, str], tuple[Key, ...]] = {}
+        self._pairs: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def label_pair(self, service: str, agent: str) -> tuple[str, str]:
+        """The bounded (service, agent) label values of a loop (one shared tuple per distinct pair)."""
+        pair = (self.services.value(service), self.agents.value(agent))
+        return self._pairs.setdefault(pair, pair)
+
+    def _base_keys(self, kind: str, decision: str, agent: str, service: str) -> tuple[Key, ...]:
+        vector = (kind, decision, agent, service, "")
+        return tuple(f.key(vector) for f in self._base)
+
+    def observe(self, record: MutationRecord, service: str, agent: str) -> None:
+        """Count one accepted mutation span under its bounded labels."""
+        base = (semconv.bounded_kind(record.kind), record.decision, agent, service)
+        keys = self._key_cache.get(base)
+        if keys is None:
+            keys = self._key_cache[base] = self._base_keys(*base)
+        mutations, lost, deferrals, distance, loss_rate, pass_number = keys
+        self.mutations.family.inc(mutations)
+        if record.lost:
+            self.lost_literals.family.inc(lost, record.lost)
+        if record.decision == "defer":
+            self.deferrals.family.inc(deferrals)
+        if record.d is not None:
+            self.hash_distance.family.observe(distance, record.d)
+        if record.before:
+            self.loss_rate.family.observe(loss_rate, record.lost / record.before)
+        if record.pass_number is not None:
+            self.pass_number.family.observe(pass_number, record.pass_number)
+        if record.orphans_tool_use or record.orphans_tool_result or record.violations or record.warnings:
+            self._observe_findings(record, [semconv.bounded_kind(record.kind), record.decision, agent, service, ""])
+
+    def _observe_findings(self, record: MutationRecord, vector: list[str]) -> None:
+        for side, count in (("tool_use", record.orphans_tool_use), ("tool_result", record.orphans_tool_result)):
+            if count:
+                vector[4] = side
+                self.orphans.family.inc(self.orphans.key(vector), count)
+        for fleet, ids in ((self.violations, record.violations), (self.warnings, record.warnings)):
+            for invariant in ids:
+                vector[4] = semconv.bounded_invariant(invariant)
+                fleet.family.inc(fleet.key(vector))

@@ -1,0 +1,187 @@
+"""Per-loop state in memory: a compact cycle history, the detector, and the fleet aggregates.
+
+Each `LoopState` has `__slots__` and keeps its history as one bytearray ring of fixed-size packed
+entries, so a tracked loop costs well under 2 KB. The `LoopStore` keeps loops in least-recently-
+seen order: past `max_loops` the oldest is evicted, and `sweep` forgets loops not seen within the
+TTL; both are counted. The per-(service, agent, state) loop counts behind `ctxwatch_loops` are
+adjusted on every change, so /metrics never scans the loops.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from ctxwatch.contraction import STATES
+from ctxwatch.report import DECISIONS, MUTATION_KINDS
+
+from .instruments import Instruments
+
+# 23 bytes: time (s after the loop's first_seen, float32: ms precision for hours, s after a year), d, r,
+# literals before and lost (uint16, saturating), detector cycle (0: not fed), decision, kind, state
+_ENTRY = struct.Struct("<fffHHIBBB")
+_U16 = 0xFFFF
+_KINDS = list(MUTATION_KINDS)
+_KIND_CODES = {kind: i for i, kind in enumerate(MUTATION_KINDS)}
+_DECISION_CODES = {decision: i for i, decision in enumerate(DECISIONS)}
+_STATE_CODES = {state: i for i, state in enumerate(STATES)}
+_OTHER_KIND = 255
+CONTRACTING = "contracting"  # the ctxwatch.contraction state that is an alarm
+
+
+class Cycle(NamedTuple):
+    """One history entry: a non-append mutation attempt and the detector state after it."""
+
+    time: float
+    kind: str
+    decision: str
+    d: float | None
+    r: float | None
+    literals_before: int
+    literals_lost: int
+    cycle: int | None
+    state: str
+
+
+def _f32(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def _opt(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 6)
+
+
+class LoopState:
+    """What the monitor knows about one loop."""
+
+    __slots__ = ("loop_id", "service", "agent", "labels", "state", "onset", "flagged", "alarm_time", "cycles",
+                 "first_seen", "last_seen", "detector", "history", "entries", "guard_state")
+
+    def __init__(self, loop_id: str, service: str, agent: str, labels: tuple[str, str], state: str,
+                 detector: Any, now: float) -> None:
+        self.loop_id, self.service, self.agent, self.labels = loop_id, service, agent, labels
+        self.state = state
+        self.onset: int | None = None        # the detector's onset cycle of the (last) contraction
+        self.flagged: int | None = None      # the cycle at which the detector entered contracting
+        self.alarm_time: float | None = None  # when it did (span end time, unix seconds)
+        self.cycles = 0
+        self.first_seen = self.last_seen = now
+        self.detector = detector
+        self.history = bytearray()
+        self.entries = 0
+        self.guard_state: str | None = None
+
+    def record(self, capacity: int, time: float, kind: str, decision: str, d: float | None, r: float | None,
+               before: int, lost: int, cycle: int) -> None:
+        """Append one history entry, overwriting the oldest once `capacity` entries are kept."""
+        packed = _ENTRY.pack(time - self.first_seen, _f32(d), _f32(r), min(before, _U16), min(lost, _U16), cycle,
+                             _DECISION_CODES[decision], _KIND_CODES.get(kind, _OTHER_KIND), _STATE_CODES[self.state])
+        if self.entries < capacity:
+            self.history += packed
+        else:
+            at = (self.entries % capacity) * _ENTRY.size
+            self.history[at:at + _ENTRY.size] = packed
+        self.entries += 1
+
+    def cycles_in_order(self) -> list[Cycle]:
+        """The kept history, oldest first."""
+        count = len(self.history) // _ENTRY.size
+        start = self.entries % count if count and self.entries > count else 0
+        out = []
+        for i in range(count):
+            t, d, r, before, lost, cycle, decision, kind, state = _ENTRY.unpack_from(
+                self.history, ((start + i) % count) * _ENTRY.size)
+            kind_name = _KINDS[kind] if kind < len(_KINDS) else "other"
+            out.append(Cycle(round(self.first_seen + t, 3), kind_name, DECISIONS[decision], _opt(d),
+                             _opt(r), before, lost, cycle or None, STATES[state]))
+        return out
+
+
+class LoopStore:
+    """All tracked loops, least recently seen first, with eviction and incremental aggregates."""
+
+    def __init__(self, instruments: Instruments, max_loops: int, ttl: float) -> None:
+        self.instruments = instruments
+        self.max_loops, self.ttl = max_loops, ttl
+        self.loops: OrderedDict[str, LoopState] = OrderedDict()
+        self.alarms: dict[str, LoopState] = {}
+        self.dirty: set[str] = set()
+        self.removed: set[str] = set()
+
+    def __len__(self) -> int:
+        return len(self.loops)
+
+    def get(self, loop_id: str) -> LoopState | None:
+        return self.loops.get(loop_id)
+
+    def __iter__(self) -> Iterator[LoopState]:
+        """Most recently seen first."""
+        return reversed(self.loops.values())
+
+    def _count(self, loop: LoopState, delta: int) -> None:
+        self.instruments.loops.add((*loop.labels, loop.state), delta)
+        if loop.state == CONTRACTING:
+            if delta > 0:
+                self.alarms[loop.loop_id] = loop
+            else:
+                self.alarms.pop(loop.loop_id, None)
+
+    def add(self, loop: LoopState) -> None:
+        """Track a new or restored loop as the most recently seen one (evicting past the cap)."""
+        self.loops[loop.loop_id] = loop
+        self._count(loop, +1)
+        self.removed.discard(loop.loop_id)
+        while len(self.loops) > self.max_loops:
+            self._evict(next(iter(self.loops.values())), "cap")
+        self.instruments.loops_tracked.set((), len(self.loops))
+
+    def touch(self, loop: LoopState, service: str, agent: str, now: float) -> None:
+        """Mark `loop` seen now; follow a change of its service or agent name."""
+        self.loops.move_to_end(loop.loop_id)
+        loop.last_seen = now
+        if (service and service != loop.service) or (agent and agent != loop.agent):
+            self._count(loop, -1)
+            loop.service, loop.agent = service or loop.service, agent or loop.agent
+            loop.labels = self.instruments.label_pair(loop.service, loop.agent)
+            self._count(loop, +1)
+        self.dirty.add(loop.loop_id)
+
+    def set_state(self, loop: LoopState, state: str) -> None:
+        if state != loop.state:
+            self._count(loop, -1)
+            loop.state = state
+            self._count(loop, +1)
+
+    def _evict(self, loop: LoopState, reason: str) -> None:
+        del self.loops[loop.loop_id]
+        self._count(loop, -1)
+        self.dirty.discard(loop.loop_id)
+        self.removed.add(loop.loop_id)
+        self.instruments.evictions.inc((reason,))
+
+    def sweep(self, now: float) -> int:
+        """Forget loops not seen within the TTL; returns how many."""
+        if not self.ttl:
+            return 0
+        horizon, evicted = now - self.ttl, 0
+        while self.loops:
+            oldest = next(iter(self.loops.values()))
+            if oldest.last_seen >= horizon:
+                break
+            self._evict(oldest, "ttl")
+            evicted += 1
+        self.instruments.loops_tracked.set((), len(self.loops))
+        return evicted
+
+    def clear(self) -> None:
+        """Forget everything (before reloading from the database)."""
+        for loop in list(self.loops.values()):
+            self._count(loop, -1)
+        self.loops.clear()
+        self.alarms.clear()
+        self.dirty.clear()
+        self.removed.clear()
+        self.instruments.loops_tracked.set((), 0)

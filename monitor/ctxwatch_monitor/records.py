@@ -1,0 +1,148 @@
+"""Validation of one decoded span into a `MutationRecord`, using the wire contract's names.
+
+A span is a mutation span when it carries `ctxwatch.mutation.kind`; any other span (an agent's
+LLM call, a span that only inherits `ctxwatch.loop.id` from its resource) is ignored, so the
+monitor can sit behind a collector that forwards everything. A mutation span with an attribute of
+the wrong type, a negative, NaN or infinite figure, an unknown decision or an oversized string is
+rejected with a message naming the span's position and the attribute (OTLP `partial_success`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ctxwatch import semconv
+from ctxwatch.report import DECISIONS
+
+from .otlp import INVALID, RawSpan
+
+RESOURCE_SERVICE_NAME = "service.name"
+AGENT_NAME = semconv.GENAI_V1_41.agent_name
+MAX_ID_LENGTH = 256          # loop ids, agent and service names
+MAX_TOKEN_LENGTH = 64        # kinds, invariant ids, states
+MAX_LIST_LENGTH = 64         # entries in ctxwatch.violations / ctxwatch.warnings
+
+_INT_KEYS = frozenset({
+    semconv.PASS_NUMBER, semconv.PASS_CAP, semconv.LITERALS_BEFORE, semconv.LITERALS_LOST,
+    semconv.ORPHANS_TOOL_USE, semconv.ORPHANS_TOOL_RESULT,
+})
+_STRING_LIMITS = {
+    semconv.LOOP_ID: MAX_ID_LENGTH, semconv.SERVICE_NAME: MAX_ID_LENGTH, AGENT_NAME: MAX_ID_LENGTH,
+    semconv.MUTATION_KIND: MAX_TOKEN_LENGTH, semconv.DECISION: MAX_TOKEN_LENGTH,
+    semconv.CONTRACTION_STATE: MAX_TOKEN_LENGTH,
+}
+_LIST_KEYS = frozenset({semconv.VIOLATIONS, semconv.WARNINGS})
+SPAN_KEYS: frozenset[str] = frozenset({*_INT_KEYS, *_STRING_LIMITS, *_LIST_KEYS, semconv.HASH_DISTANCE})
+RESOURCE_KEYS: frozenset[str] = frozenset({semconv.LOOP_ID, RESOURCE_SERVICE_NAME})
+_DECISIONS = frozenset(DECISIONS)
+
+
+class Rejected(ValueError):
+    """One span that cannot be used; the message names its position and the attribute."""
+
+
+class MutationRecord:
+    """The figures of one mutation span that the monitor keeps and counts."""
+
+    __slots__ = ("loop_id", "service", "agent", "kind", "decision", "pass_number", "pass_cap", "d", "before",
+                 "lost", "orphans_tool_use", "orphans_tool_result", "violations", "warnings", "guard_state",
+                 "end_ns")
+
+    def __init__(self, loop_id: str, service: str, attrs: dict[str, Any], end_ns: int) -> None:
+        """`attrs` are the span's validated attributes."""
+        get = attrs.get
+        self.loop_id, self.service, self.end_ns = loop_id, service, end_ns
+        self.agent = get(AGENT_NAME) or ""
+        self.kind, self.decision = attrs[semconv.MUTATION_KIND], attrs[semconv.DECISION]
+        self.pass_number, self.pass_cap = get(semconv.PASS_NUMBER), get(semconv.PASS_CAP)
+        self.before, self.lost = get(semconv.LITERALS_BEFORE) or 0, get(semconv.LITERALS_LOST) or 0
+        self.orphans_tool_use = get(semconv.ORPHANS_TOOL_USE) or 0
+        self.orphans_tool_result = get(semconv.ORPHANS_TOOL_RESULT) or 0
+        d = get(semconv.HASH_DISTANCE)
+        self.d = None if d is None else float(d)
+        self.violations, self.warnings = get(semconv.VIOLATIONS) or (), get(semconv.WARNINGS) or ()
+        self.guard_state = get(semconv.CONTRACTION_STATE)
+
+    @property
+    def loss_rate(self) -> float | None:
+        """r_t = lost / literals before, when there were literals."""
+        return self.lost / self.before if self.before else None
+
+    @property
+    def feeds_detector(self) -> bool:
+        """An applied rewrite cycle the guard's own detector saw: it carries the cycle's hash distance,
+        which the guard computes only when it runs the contraction check (decision patch, or halt when
+        that check halts the loop). Appends and refused rewrites carry none."""
+        return self.d is not None and self.kind != "append" and self.decision in ("patch", "halt")
+
+
+def _type_name(value: Any) -> str:
+    if value is INVALID:
+        return "an invalid AnyValue"
+    return {str: "string", bool: "bool", int: "int", float: "double", bytes: "bytes", list: "array",
+            dict: "kvlist"}.get(type(value), type(value).__name__)
+
+
+def _problem(key: str, value: Any) -> str | None:
+    """What is wrong with one attribute value (None when it is acceptable)."""
+    kind = type(value)
+    limit = _STRING_LIMITS.get(key)
+    if limit is not None:
+        if kind is not str:
+            return f"must be a string, got {_type_name(value)}"
+        return f"is {len(value)} characters long (at most {limit})" if len(value) > limit else None
+    if key in _INT_KEYS:
+        if kind is not int:
+            return f"must be an int, got {_type_name(value)}"
+        return f"must be >= 0, got {value}" if value < 0 else None
+    if key in _LIST_KEYS:
+        if kind is not list or any(type(v) is not str for v in value):
+            return f"must be a string array, got {_type_name(value)}"
+        if len(value) > MAX_LIST_LENGTH or any(len(v) > MAX_TOKEN_LENGTH for v in value):
+            return f"has more than {MAX_LIST_LENGTH} entries or one longer than {MAX_TOKEN_LENGTH} characters"
+        return None
+    if kind is not float and kind is not int:
+        return f"must be a double, got {_type_name(value)}"
+    return None if math.isfinite(value) and 0.0 <= value <= 1.0 else f"must be in [0, 1], got {value!r}"
+
+
+def _resource_string(span: RawSpan, key: str) -> str:
+    value = span.resource.get(key)
+    if value is None:
+        return ""
+    if type(value) is not str or len(value) > MAX_ID_LENGTH:
+        raise Rejected(f"{span.where}: resource attribute {key} must be a string of at most {MAX_ID_LENGTH} "
+                       f"characters, got {_type_name(value)}")
+    return value
+
+
+def validate(span: RawSpan) -> MutationRecord | None:
+    """The span's record; None when it is not a mutation span (ignored); `Rejected` when invalid."""
+    attrs, where = span.attributes, span.where
+    if attrs.get(semconv.MUTATION_KIND) is None:
+        return None
+    for key, value in attrs.items():
+        kind = type(value)
+        # fast path for the common cases; anything else (doubles, arrays, None, errors) is checked in full
+        if kind is str:
+            if len(value) <= _STRING_LIMITS.get(key, -1):
+                continue
+        elif kind is int and value >= 0 and key in _INT_KEYS:
+            continue
+        if value is not None and (problem := _problem(key, value)) is not None:
+            raise Rejected(f"{where}: attribute {key} {problem}")
+    if not attrs[semconv.MUTATION_KIND]:
+        raise Rejected(f"{where}: attribute {semconv.MUTATION_KIND} is empty")
+    decision = attrs.get(semconv.DECISION)
+    if decision not in _DECISIONS:
+        shown = "nothing" if decision is None else repr(decision)
+        raise Rejected(f"{where}: attribute {semconv.DECISION} must be one of {', '.join(DECISIONS)}, got {shown}")
+    lost, before = attrs.get(semconv.LITERALS_LOST) or 0, attrs.get(semconv.LITERALS_BEFORE) or 0
+    if lost > before:
+        raise Rejected(f"{where}: {semconv.LITERALS_LOST} ({lost}) exceeds {semconv.LITERALS_BEFORE} ({before})")
+    loop_id = attrs.get(semconv.LOOP_ID) or _resource_string(span, semconv.LOOP_ID)
+    if not loop_id:
+        raise Rejected(f"{where}: no {semconv.LOOP_ID} on the span or its resource")
+    service = attrs.get(semconv.SERVICE_NAME) or _resource_string(span, RESOURCE_SERVICE_NAME)
+    return MutationRecord(loop_id, service, attrs, span.end_time_ns)

@@ -1,0 +1,159 @@
+"""Fixtures for the monitor tests: the real service as a subprocess, and real OTel SDK senders.
+
+`MonitorProcess` starts `python -m ctxwatch_monitor --port 0` (uvicorn on 127.0.0.1, a free port
+chosen by the kernel), reads the bound URL from its first output line and waits for /readyz.
+`Sender` exports spans through the OpenTelemetry SDK's OTLP/HTTP exporter, as an agent would.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from ctxwatch import semconv
+
+AGENT = semconv.GENAI_V1_41.agent_name
+START_TIMEOUT = 60.0
+
+
+class MonitorProcess:
+    """The monitor started as a subprocess on 127.0.0.1 with a free port."""
+
+    def __init__(self, state: Path | str, *args: str, env: Mapping[str, str] | None = None) -> None:
+        self.state, self.args = str(state), list(args)
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def start(self) -> MonitorProcess:
+        cmd = [sys.executable, "-m", "ctxwatch_monitor", "--host", "127.0.0.1", "--port", "0",
+               "--state", self.state, "--log-level", "warning", *self.args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env)
+        deadline = time.monotonic() + START_TIMEOUT
+        ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT)
+        line = self.proc.stdout.readline() if ready else ""
+        if "listening on " not in line:
+            self.proc.kill()
+            raise RuntimeError(f"monitor did not start: {line!r} {self.proc.stderr.read()[-2000:]}")
+        self.url = line.strip().rsplit(" ", 1)[-1]
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("monitor did not become ready")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(timeout=30)
+
+    def stderr(self) -> str:
+        assert self.proc is not None and self.proc.poll() is not None
+        return self.proc.stderr.read()
+
+    def get(self, path: str, **kwargs: Any) -> httpx.Response:
+        return httpx.get(self.url + path, timeout=30, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> httpx.Response:
+        return httpx.post(self.url + path, timeout=60, **kwargs)
+
+
+@pytest.fixture
+def monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
+    proc = MonitorProcess(tmp_path / "state.sqlite3").start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+class Sender:
+    """An OTel SDK TracerProvider exporting over OTLP/HTTP protobuf to the monitor."""
+
+    def __init__(self, url: str, service: str = "svc", token: str | None = None,
+                 resource: Mapping[str, Any] | None = None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self.exporter = OTLPSpanExporter(endpoint=url + "/v1/traces", headers=headers, timeout=30)
+        self.provider = TracerProvider(resource=Resource.create({"service.name": service, **(resource or {})}))
+        self.provider.add_span_processor(BatchSpanProcessor(self.exporter, max_export_batch_size=512))
+        self.tracer = self.provider.get_tracer("tests.monitor")
+
+    def mutation(self, loop_id: str | None, kind: str = "compact", decision: str = "patch", *,
+                 d: float | None = None, before: int = 0, lost: int = 0, agent: str = "agent-a",
+                 violations: tuple[str, ...] = (), **extra: Any) -> None:
+        """One mutation span with the wire contract's attributes."""
+        attrs: dict[str, Any] = {semconv.MUTATION_KIND: kind, semconv.DECISION: decision, AGENT: agent,
+                                 semconv.LITERALS_BEFORE: before, semconv.LITERALS_LOST: lost,
+                                 semconv.ORPHANS_TOOL_USE: 0, semconv.ORPHANS_TOOL_RESULT: 0,
+                                 semconv.VIOLATIONS: list(violations), semconv.PASS_NUMBER: 1}
+        if loop_id is not None:
+            attrs[semconv.LOOP_ID] = loop_id
+        if d is not None:
+            attrs[semconv.HASH_DISTANCE] = d
+        attrs.update(extra)
+        with self.tracer.start_as_current_span(semconv.span_name(kind), attributes=attrs):
+            pass
+
+    def flush(self) -> None:
+        assert self.provider.force_flush(30_000)
+
+    def close(self) -> None:
+        self.provider.shutdown()
+
+
+def contracting_cycles() -> list[tuple[float, int, int]]:
+    """(d, literals before, lost) of an instruction-absorption loop (record 003): the buffer changes
+    less each cycle while it loses a growing share of its literals."""
+    return [(0.60, 40, 0), (0.55, 40, 1), (0.50, 39, 2), (0.30, 37, 14), (0.20, 23, 12), (0.10, 11, 7),
+            (0.05, 4, 3)]
+
+
+def healthy_cycles(n: int) -> list[tuple[float, int, int]]:
+    """Rewrites that change the buffer a lot and keep their literals."""
+    return [(0.4 + 0.02 * (i % 5), 30, 0) for i in range(n)]
+
+
+def metric_value(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of `name` whose labels include `labels` (Prometheus text format)."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        metric, _, rest = head.partition("{")
+        if metric != name:
+            continue
+        pairs = dict(p.split("=", 1) for p in rest.rstrip("}").split(",") if "=" in p)
+        if all(pairs.get(k) == f'"{v}"' for k, v in labels.items()):
+            total += float(value)
+    return total

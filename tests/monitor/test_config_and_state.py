@@ -1,0 +1,110 @@
+"""Configuration precedence and the loop store (issue 5, items 1 and 3).
+
+Flags win over `CTXWATCH_MONITOR_*` variables, which win over the TOML file; an unusable value
+is a one-line error naming its source. The loop store keeps a bounded history ring in order,
+evicts the least recently seen loop past the cap and idle loops past the TTL (both counted), and
+a tracked loop stays compact (the 2 KB-per-loop budget, measured with tracemalloc).
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from conftest import metric_value
+
+from ctxwatch.contraction import ContractionDetector
+from ctxwatch_monitor.config import ConfigError, load_config
+from ctxwatch_monitor.instruments import Instruments
+from ctxwatch_monitor.loops import LoopState, LoopStore
+from ctxwatch_monitor.server import main
+
+
+def test_flags_beat_env_beat_file(tmp_path: Path) -> None:
+    file = tmp_path / "monitor.toml"
+    file.write_text('port = 1111\nhost = "0.0.0.0"\n[monitor]\nhistory = 7\nmax_loops = 5\n'
+                    "[contraction]\nenter_cycles = 3\n")
+    env = {"CTXWATCH_MONITOR_PORT": "2222", "CTXWATCH_MONITOR_HISTORY": "9"}
+    config = load_config(["--config", str(file), "--port", "3333"], env)
+    assert (config.port, config.history, config.host, config.max_loops) == (3333, 9, "0.0.0.0", 5)
+    assert dict(config.contraction) == {"enter_cycles": 3}
+    assert load_config([], {**env, "CTXWATCH_MONITOR_CONFIG": str(file)}).port == 2222
+    token = tmp_path / "token"
+    token.write_text("from-file\n")
+    assert load_config(["--token-file", str(token)], {"CTXWATCH_MONITOR_TOKEN": "env"}).token == "from-file"
+    assert load_config([], {"CTXWATCH_MONITOR_TOKEN": "env"}).token == "env"
+
+
+@pytest.mark.parametrize("argv,env,needle", [
+    (["--port", "99999"], {}, "flag --port"),
+    ([], {"CTXWATCH_MONITOR_MAX_LOOPS": "zero"}, "CTXWATCH_MONITOR_MAX_LOOPS"),
+    ([], {"CTXWATCH_MONITOR_SYNC": "sometimes"}, "must be one of full, normal"),
+])
+def test_bad_values_name_their_source(argv: list[str], env: dict[str, str], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        load_config(argv, env)
+
+
+def test_bad_config_file_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    file = tmp_path / "bad.toml"
+    file.write_text("prot = 1\n")
+    assert main(["--config", str(file)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown option 'prot'" in err and str(file) in err and err.count("\n") == 1
+    file.write_text("[contraction]\nenter_cycles = 0\n")
+    assert main(["--config", str(file), "--state", ":memory:"]) == 2
+    assert "enter_cycles" in capsys.readouterr().err
+    not_sqlite = tmp_path / "state.sqlite3"
+    not_sqlite.write_bytes(b"this is not a database" * 100)
+    assert main(["--state", str(not_sqlite)]) == 2
+    assert "cannot be used" in capsys.readouterr().err
+
+
+def _loop(store: LoopStore, loop_id: str, now: float) -> LoopState:
+    detector = ContractionDetector()
+    loop = LoopState(loop_id, "svc", "agent", store.instruments.label_pair("svc", "agent"), detector.state,
+                     detector, now)
+    store.add(loop)
+    return loop
+
+
+def test_history_ring_keeps_the_latest_cycles_in_order() -> None:
+    store = LoopStore(Instruments(8), max_loops=10, ttl=0)
+    loop = _loop(store, "ring", 1000.0)
+    for cycle in range(1, 12):
+        loop.record(4, 1000.0 + cycle, "compact", "patch", cycle / 100, None, 10, 1, cycle)
+    kept = loop.cycles_in_order()
+    assert [c.cycle for c in kept] == [8, 9, 10, 11]
+    assert [c.d for c in kept] == [0.08, 0.09, 0.1, 0.11] and kept[-1].time == 1011.0
+    assert kept[0].r is None and kept[0].kind == "compact" and kept[0].state == "healthy"
+
+
+def test_cap_and_ttl_evict_least_recently_seen_and_count() -> None:
+    instruments = Instruments(8)
+    store = LoopStore(instruments, max_loops=3, ttl=60)
+    loops = [_loop(store, f"l{i}", 1000.0 + i) for i in range(3)]
+    store.touch(loops[0], "svc", "agent", 1010.0)      # l0 is now the most recently seen
+    _loop(store, "l3", 1011.0)                         # over the cap: l1 goes
+    assert [loop.loop_id for loop in store] == ["l3", "l0", "l2"]
+    assert store.sweep(1002.0 + 61) == 1               # l2 (seen at 1002) is past the TTL
+    assert [loop.loop_id for loop in store] == ["l3", "l0"] and store.removed == {"l1", "l2"}
+    text = instruments.metric_set.render(None)[0].decode()
+    assert metric_value(text, "ctxwatch_monitor_loop_evictions_total", reason="cap") == 1
+    assert metric_value(text, "ctxwatch_monitor_loop_evictions_total", reason="ttl") == 1
+    assert metric_value(text, "ctxwatch_loops", state="healthy") == 2
+    assert metric_value(text, "ctxwatch_monitor_loops_tracked") == 2
+
+
+def test_a_tracked_loop_with_full_history_stays_near_2_kb() -> None:
+    store = LoopStore(Instruments(8), max_loops=100_000, ttl=0)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for i in range(2000):
+        loop = _loop(store, f"memory-loop-{i:06d}", 1000.0)
+        for cycle in range(1, 33):
+            loop.detector.update(0.3, 10, 1)
+            loop.record(32, 1000.0 + cycle, "compact", "patch", 0.3, 0.1, 10, 1, cycle)
+    per_loop = (tracemalloc.get_traced_memory()[0] - before) / 2000
+    tracemalloc.stop()
+    assert per_loop < 2048, per_loop
