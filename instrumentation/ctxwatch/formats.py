@@ -22,7 +22,9 @@ class FormatBridge:
         self._converter = None
 
     def to_model(self, data: Any) -> tuple[Message, ...]:
-        if isinstance(data, (list, tuple)) and (not data or set(map(type, data)) == {Message}):
+        if isinstance(data, (list, tuple)) and not data:
+            return ()  # says nothing about the format
+        if isinstance(data, (list, tuple)) and set(map(type, data)) == {Message}:
             if self.format is None:
                 self.format = "ctxwatch"
             return tuple(data)

@@ -44,6 +44,8 @@ from .telemetry import MutationTelemetry
 log = logging.getLogger("ctxwatch")
 
 _SHARED_TELEMETRY: MutationTelemetry | None = None
+DEFERRAL_MODES = ("auto", "queue", "whole_pairs")
+WHOLE_PAIR_KINDS = frozenset({"compact", "prune"})  # the kinds that shrink history
 
 
 def _default_telemetry() -> MutationTelemetry:
@@ -70,8 +72,10 @@ class ContextGuard:
       enforce: overrides of the enforcement table, e.g. ``{"literal_loss": "abort"}``.
       detector: the contraction detector's configuration; halt_on_contraction: stop the loop.
       directive_markers: phrases that identify a rewrite directive inside the buffer.
-      deferral: "queue" (apply deferred rewrites at the next session boundary) or "whole_pairs"
-        (turn them at once into whole-pair compaction with an elision marker at the frontier).
+      deferral: what `apply` does with a deferred rewrite. "queue": keep the current context and apply
+        the rewrite at the next session boundary. "whole_pairs": turn it at once into whole-pair
+        compaction with an elision marker at the frontier. "auto" (default): whole pairs for the
+        kinds that shrink history (compact, prune), the queue for every other kind.
     """
 
     def __init__(self, loop_id: str | None = None, *, agent: str | None = None, service: str | None = None,
@@ -80,12 +84,12 @@ class ContextGuard:
                  pass_cap: int | None = 8, budget: int | None = None,
                  literals: LiteralRegistry | None = None, enforce: Mapping[str, str] | None = None,
                  detector: DetectorConfig | None = None, halt_on_contraction: bool = True,
-                 directive_markers: Sequence[str] = DEFAULT_MARKERS, deferral: str = "queue",
+                 directive_markers: Sequence[str] = DEFAULT_MARKERS, deferral: str = "auto",
                  elision_role: str = "user", telemetry: MutationTelemetry | None = None) -> None:
         if pass_cap is not None and pass_cap < 1:
             raise ValueError(f"pass_cap must be a positive number of passes or None, got {pass_cap!r}")
-        if deferral not in ("queue", "whole_pairs"):
-            raise ValueError(f"deferral must be 'queue' or 'whole_pairs', got {deferral!r}")
+        if deferral not in DEFERRAL_MODES:
+            raise ValueError(f"deferral must be one of {', '.join(DEFERRAL_MODES)}, got {deferral!r}")
         self.loop_id = loop_id or uuid.uuid4().hex
         self.agent, self.service, self.conversation_id = agent, service, conversation_id
         self._pass_cap = pass_cap
@@ -147,14 +151,15 @@ class ContextGuard:
 
     # --- observing what the model consumed ---------------------------------------------------------
     def observe(self, messages: Sequence[Any], *, boundary: int | None = None, rendered: Any = None,
-                tools: Iterable[Any] | None = None) -> Report | None:
+                tools: Iterable[Any] | None = None, kind: str = "rewrite") -> Report | None:
         """Record that the model has consumed `messages` (up to `boundary`, default all of them).
 
         `rendered` is the exact prompt the model consumed (str, bytes or token ids), when the runtime
         renders it: a later proposal with the same messages must render to the same leading bytes.
         If `messages` is not an extension of the context the guard knows, the agent changed it
-        without the guard: that unguarded mutation is evaluated and reported (and adopted, since the
-        model has already consumed it); the report is returned.
+        without the guard (or a server edited it, e.g. provider-side context editing): that mutation
+        is evaluated as `kind`, reported and adopted, since the model has already consumed it; the
+        report is returned.
         """
         proposed = self.bridge.to_model(messages)
         if boundary is not None and not 0 <= boundary <= len(proposed):
@@ -164,7 +169,7 @@ class ContextGuard:
         change = Change.between(self._context, proposed, "append", self._digests)
         report = None
         if self._context.messages and not change.is_append_only:
-            report = self._attempt(proposed, messages, kind="rewrite", tools=None, rendered=None, adopt=True)
+            report = self._attempt(proposed, messages, kind=kind, tools=None, rendered=None, adopt=True)
             log.warning("ctxwatch: loop %s: the context changed outside the guard\n%s", self.loop_id, report.explain())
         else:
             self._commit(change, proposed, messages, applied_rewrite=False)
@@ -195,17 +200,24 @@ class ContextGuard:
               rendered: Any = None) -> list[Any]:
         """Check `proposed`; return what the agent should use now, or raise the record's error.
 
-        patch: the proposal. defer: the current context unchanged (the proposal is queued), or, with
-        ``deferral="whole_pairs"``, the whole-pair compaction of it. abort / halt: raises.
+        patch: the proposal. defer: see `after_deferral`. abort / halt: raises.
         """
         report = self.check(proposed, kind=kind, tools=tools, rendered=rendered)
         if report.decision == "patch":
             return list(proposed)
         if report.decision == "defer":
-            if self.deferral_mode == "whole_pairs":
-                return self.compact_in_whole_pairs()
-            return self.messages
+            return self.after_deferral()
         raise decisions.error_for(report.findings, report.decision)(report.explain(), report)
+
+    def after_deferral(self) -> list[Any]:
+        """The context to use right after a `defer`: the whole-pair compaction of the deferred rewrite
+        when the deferral mode asks for it (see the constructor), else the current context, with the
+        rewrite queued for the next session boundary."""
+        latest = self.deferred.latest
+        if latest is not None and (self.deferral_mode == "whole_pairs" or (
+                self.deferral_mode == "auto" and latest.kind in WHOLE_PAIR_KINDS)):
+            return self.compact_in_whole_pairs()
+        return self.messages
 
     def guarded(self, kind: str = "compact", *, on_refusal: str = "raise") -> Callable:
         """Decorator for an existing compaction function ``fn(messages, ...) -> messages``.
@@ -377,7 +389,10 @@ class ContextGuard:
 
     # --- individual checks that need guard state -----------------------------------------------------
     def _check_prefix(self, change: Change, allowed: bool) -> list[Finding]:
-        if allowed or not change.touches_consumed_prefix:
+        # A pure truncation (a rollback of the latest turns) leaves every remaining message exactly
+        # the prefix it was generated from: the record's hazard cannot arise, so it is not deferred.
+        truncation = change.prefix_len == len(change.after)
+        if allowed or truncation or not change.touches_consumed_prefix:
             return []
         b = change.before.boundary
         f = Finding(

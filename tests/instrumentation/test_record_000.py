@@ -189,3 +189,27 @@ def test_whole_pair_compaction_with_an_elision_marker_at_the_frontier():
     assert marker.text.startswith("[ctxwatch] earlier turns were elided: 3 messages in 2 whole units")
     assert "Ada Park" in marker.text
     assert guard.context.messages == tuple(out)
+
+
+def test_a_pure_truncation_is_a_patch_unless_it_separates_a_pair():
+    """Rolling back the latest turns leaves every remaining message on the prefix it was generated
+    from, so it is not deferred; dropping a result while its call stays is still refused."""
+    msgs = record_000_session()
+    guard = new_guard()
+    guard.observe(msgs)
+    report = guard.check(msgs[:-1], kind="prune")
+    assert report.decision == "patch" and report.violations == []
+    report = guard.check(msgs[:5], kind="prune")           # keeps call_7f3a, drops its result
+    assert report.decision == "abort" and report.orphans_tool_use == 1
+
+
+def test_default_apply_compacts_history_in_whole_pairs_and_queues_other_prefix_edits():
+    """deferral="auto": a deferred compaction is applied at once in whole-pair units with an elision
+    marker; a deferred system patch waits for the session boundary."""
+    msgs = record_000_session()
+    guard = new_guard()
+    guard.observe(msgs)
+    out = guard.apply(msgs[:1] + [user("Summary: Ada Park, customer 4411.")] + msgs[4:], kind="compact")
+    assert out[-1].text.startswith("[ctxwatch] earlier turns were elided")
+    patched = [system("You are a support agent. Be brief.")] + list(guard.context.messages[1:])
+    assert guard.apply(patched, kind="system_patch") == out and len(guard.deferred) == 1

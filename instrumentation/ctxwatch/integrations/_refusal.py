@@ -1,0 +1,41 @@
+"""What an integration does with the guard's decision on a framework's edit.
+
+The guard decides; the integration carries it out in the framework's terms. ``patch``: the edit
+stands. ``defer``: what `ContextGuard.after_deferral` gives (by default, for compactions and pruning,
+the guard's whole-pair compaction of the edit with its elision marker; for other edits the
+current context, the edit queued for the next session boundary).
+``abort`` / ``halt``: the guard's current context stays and, with ``on_refusal="raise"``, the
+record's typed error is raised (its message names the invariant, the ids, the provider error it
+avoids, and what to do); with ``on_refusal="keep"`` the refusal is only reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..decision import error_for
+from ..guard import ContextGuard
+from ..report import Report
+
+ON_REFUSAL = ("raise", "keep")
+
+
+def check_on_refusal(value: str) -> str:
+    if value not in ON_REFUSAL:
+        raise ValueError(f"on_refusal must be one of {', '.join(ON_REFUSAL)}; got {value!r}")
+    return value
+
+
+def kept_context(guard: ContextGuard, report: Report) -> list[Any] | None:
+    """None when the edit stands (patch); otherwise the context to use instead, in the caller's format."""
+    if report.decision == "patch":
+        return None
+    if report.decision == "defer":
+        return guard.after_deferral()
+    return guard.messages
+
+
+def raise_refusal(report: Report, on_refusal: str) -> None:
+    """Raise the record's typed error for an abort or halt when `on_refusal` is ``"raise"``."""
+    if on_refusal == "raise" and report.decision in ("abort", "halt"):
+        raise error_for(report.findings, report.decision)(report.explain(), report)

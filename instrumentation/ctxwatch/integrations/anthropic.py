@@ -1,0 +1,240 @@
+"""Anthropic SDK: server-side context editing and compaction recorded on a `ContextGuard` as mutations.
+
+One line::
+
+    messages = guarded_messages(client.beta.messages, guard)   # then messages.create(...) as usual
+
+With ``context_management`` the API edits the context on the server: ``clear_tool_uses_*`` replaces
+the oldest tool results (and optionally tool inputs) by a placeholder, ``clear_thinking_*`` drops
+thinking blocks of the oldest turns — the response's ``context_management.applied_edits`` says how
+many — and ``compact_*`` answers with a ``compaction`` block whose summary stands for everything
+before it from then on. The client never sees the edited context, so the recorder rebuilds what
+the model consumed: the client's messages from the last compaction block on (the block read as its
+summary text), with the reported number of oldest tool uses cleared (``exclude_tools`` honoured)
+and thinking dropped from the reported number of oldest turns. Each new server edit is checked by
+the guard (``prune`` for clearing, ``compact`` for compaction): one span, with the pairs it orphans
+and the protected literals it removed from the model's view. The server has already applied it, so
+it cannot be refused: a refused edit is reported, and the guard's view keeps the content it refused
+to lose.
+
+Client-side edits are checked before the request leaves: a history that is not the previous one
+plus new turns is checked by the guard, and an abort (an orphaned ``tool_use`` / ``tool_result``,
+which the API would answer with a 400 invalid_request_error) raises the typed error with
+``on_refusal="raise"`` (default); ``"send"`` only reports it. Streaming responses are not recorded by
+the wrapper: pass the final message to `ContextRecorder.record` yourself.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..adapters import to_messages
+from ..guard import ContextGuard
+from ._format import bind_format
+from ._kinds import classify
+from ._refusal import raise_refusal
+
+__all__ = ["ContextRecorder", "GuardedMessages", "guarded_messages"]
+
+PLACEHOLDER = "[tool result cleared by the server]"
+_ON_REFUSAL = ("raise", "send")
+
+
+def guarded_messages(resource: Any, guard: ContextGuard, *, on_refusal: str = "raise") -> GuardedMessages:
+    """Wrap ``client.messages`` or ``client.beta.messages`` (sync or async clients)."""
+    return GuardedMessages(resource, ContextRecorder(guard, on_refusal=on_refusal))
+
+
+class GuardedMessages:
+    """``create`` checks the request and records the response; everything else is the wrapped resource's."""
+
+    def __init__(self, resource: Any, recorder: ContextRecorder) -> None:
+        self._resource = resource
+        self.recorder = recorder
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_resource":
+            raise AttributeError(name)
+        return getattr(self._resource, name)
+
+    def create(self, **kwargs: Any) -> Any:
+        self.recorder.before_request(kwargs)
+        response = self._resource.create(**kwargs)
+        if inspect.isawaitable(response):
+            return self._finish(kwargs, response)
+        return self._record(kwargs, response)
+
+    async def _finish(self, kwargs: dict[str, Any], pending: Any) -> Any:
+        return self._record(kwargs, await pending)
+
+    def _record(self, kwargs: dict[str, Any], response: Any) -> Any:
+        if kwargs.get("stream"):
+            return response
+        self.recorder.record(kwargs, response)
+        return response
+
+
+class ContextRecorder:
+    """Tracks one conversation's client history and the server's edits of it; see the module docstring."""
+
+    def __init__(self, guard: ContextGuard, *, on_refusal: str = "raise") -> None:
+        if on_refusal not in _ON_REFUSAL:
+            raise ValueError(f"on_refusal must be one of {', '.join(_ON_REFUSAL)}; got {on_refusal!r}")
+        self.guard = bind_format(guard, "anthropic", "the Anthropic recorder")
+        self.on_refusal = on_refusal
+        self._history: list[dict[str, Any]] = []  # the last request's messages plus the answer
+        self._seen: set[str] = set()               # server edits the guard was shown (cleared ids, 'thinking:N')
+        self._adopted: set[str] = set()            # ... and accepted: the guard's view applies them
+        self._compactions: set[str] = set()        # compaction blocks the guard accepted
+        self._configs: dict[str, Mapping[str, Any]] = {}  # the request's context_management edits, by type
+
+    def before_request(self, request: Mapping[str, Any]) -> None:
+        """Bring the guard up to this request: new turns are observed; a client-side edit is checked."""
+        self._configs = {c.get("type"): c for c in (request.get("context_management") or {}).get("edits", ())}
+        messages = plain(request.get("messages") or ())
+        view = self._view(messages, request.get("system"), self._adopted)
+        if self._history and messages[: len(self._history)] == self._history:
+            self.guard.observe(view, boundary=self.guard.context.boundary)
+        elif not self._history:
+            self.guard.observe(view, boundary=0)
+        else:
+            kind = classify(self.guard.context.messages, to_messages(view, "anthropic"))
+            raise_refusal(self.guard.check(view, kind=kind), "raise" if self.on_refusal == "raise" else "keep")
+        self._history = messages
+
+    def record(self, request: Mapping[str, Any], response: Any) -> None:
+        """Record the server's edits of this request and the answer (call after `before_request`)."""
+        messages = plain(request.get("messages") or ())
+        system = request.get("system")
+        applied = self._server_edits(messages, _applied_edits(response))
+        new = applied - self._seen
+        if new:
+            self._seen |= new
+            report = self.guard.check(self._view(messages, system, self._adopted | new), kind="prune")
+            if report.applied:
+                self._adopted |= new
+        answer = {"role": "assistant", "content": plain_blocks(getattr(response, "content", ()) or ())}
+        block = _last_compaction([answer])
+        if block is not None:  # the server compacted, then the model answered from the summary
+            compacted = self._view([answer], system, self._adopted, compaction=block)
+            if self.guard.check(compacted, kind="compact").applied:
+                self._compactions.add(_compaction_key(block[1]))
+        history = messages + [answer]
+        self.guard.observe(self._view(history, system, self._adopted))
+        self._history = history
+
+    # --- rebuilding what the model consumed -------------------------------------------------------
+    def _view(self, messages: list[dict[str, Any]], system: Any, applied: Iterable[str],
+              compaction: tuple[int, dict[str, Any]] | None = None) -> Any:
+        found = compaction or _last_compaction(messages)
+        if found is not None and (compaction is not None or _compaction_key(found[1]) in self._compactions):
+            messages = _from_compaction(messages, found)
+        applied = set(applied)
+        inputs = _clears_inputs(self._configs)
+        out = []
+        thinking_turns = sum(1 for a in applied if a.startswith("thinking:"))
+        for m in messages:
+            blocks = m.get("content")
+            if not isinstance(blocks, list):
+                out.append(m)
+                continue
+            drop_thinking = m.get("role") == "assistant" and thinking_turns > 0 and _has_thinking(blocks)
+            if drop_thinking:
+                thinking_turns -= 1
+            edited = [_cleared(b, applied, inputs) for b in blocks
+                      if not (drop_thinking and b.get("type") in ("thinking", "redacted_thinking"))]
+            out.append({**m, "content": edited})
+        return {"system": system, "messages": out} if system is not None else out
+
+    def _server_edits(self, messages: list[dict[str, Any]], edits: Sequence[Any]) -> set[str]:
+        """The edits of this request as keys: the tool_use ids cleared, and 'thinking:<n>' per turn."""
+        out: set[str] = set()
+        visible = messages
+        found = _last_compaction(messages)
+        if found is not None and _compaction_key(found[1]) in self._compactions:
+            visible = _from_compaction(messages, found)
+        for edit in edits:
+            kind = getattr(edit, "type", "")
+            if kind.startswith("clear_tool_uses"):
+                excluded = set((self._configs.get(kind) or {}).get("exclude_tools") or ())
+                uses = [b["id"] for m in visible if isinstance(m.get("content"), list) for b in m["content"]
+                        if b.get("type") == "tool_use" and b.get("name") not in excluded]
+                out.update(uses[: getattr(edit, "cleared_tool_uses", 0)])
+            elif kind.startswith("clear_thinking"):
+                out.update(f"thinking:{i}" for i in range(getattr(edit, "cleared_thinking_turns", 0)))
+        return out
+
+
+def plain(messages: Iterable[Any]) -> list[dict[str, Any]]:
+    """Messages as plain dicts (content blocks from the SDK's models dumped without unset fields)."""
+    out = []
+    for m in messages:
+        m = _dump(m)
+        content = m.get("content")
+        if isinstance(content, (list, tuple)):
+            m = {**m, "content": plain_blocks(content)}
+        out.append(m)
+    return out
+
+
+def plain_blocks(blocks: Iterable[Any]) -> list[dict[str, Any]]:
+    return [_dump(b) for b in blocks]
+
+
+def _dump(value: Any) -> dict[str, Any]:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(exclude_none=True)
+    return dict(value)
+
+
+def _applied_edits(response: Any) -> Sequence[Any]:
+    management = getattr(response, "context_management", None)
+    return list(getattr(management, "applied_edits", None) or ())
+
+
+def _clears_inputs(configs: Mapping[str, Mapping[str, Any]]) -> bool | set[str]:
+    for kind, config in configs.items():
+        if kind and kind.startswith("clear_tool_uses"):
+            value = config.get("clear_tool_inputs")
+            return set(value) if isinstance(value, (list, tuple)) else bool(value)
+    return False
+
+
+def _cleared(block: dict[str, Any], applied: set[str], inputs: bool | set[str]) -> dict[str, Any]:
+    kind = block.get("type")
+    if kind == "tool_result" and block.get("tool_use_id") in applied:
+        return {**block, "content": PLACEHOLDER}
+    if kind == "tool_use" and block.get("id") in applied and \
+            (inputs is True or (isinstance(inputs, set) and block.get("name") in inputs)):
+        return {**block, "input": {}}
+    if kind == "compaction":  # the model reads a compaction block as its summary
+        return {"type": "text", "text": block.get("content") or ""}
+    return block
+
+
+def _has_thinking(blocks: Sequence[dict[str, Any]]) -> bool:
+    return any(b.get("type") in ("thinking", "redacted_thinking") for b in blocks)
+
+
+def _last_compaction(messages: Sequence[dict[str, Any]]) -> tuple[int, dict[str, Any]] | None:
+    for i in range(len(messages) - 1, -1, -1):
+        content = messages[i].get("content")
+        if isinstance(content, list):
+            for block in reversed(content):
+                if block.get("type") == "compaction":
+                    return i, block
+    return None
+
+
+def _from_compaction(messages: list[dict[str, Any]], found: tuple[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the server reads: the compaction block's message from the block on, and what follows."""
+    at, block = found
+    content = messages[at]["content"]
+    start = next(j for j, b in enumerate(content) if b is block)
+    return [{**messages[at], "content": content[start:]}] + messages[at + 1:]
+
+
+def _compaction_key(block: dict[str, Any]) -> str:
+    return str(block.get("encrypted_content") or block.get("signature") or block.get("content"))

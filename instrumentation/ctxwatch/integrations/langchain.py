@@ -1,0 +1,231 @@
+"""LangChain v1 agents (and the LangGraph graph they run on): every change to the message list
+the model consumes is checked by a `ContextGuard` before the model call.
+
+One line::
+
+    agent = create_agent(model, tools, middleware=guard_middleware(guard, SummarizationMiddleware(...)))
+
+`guard_middleware` returns ``[entry, *middleware, ContextGuardMiddleware]``. The entry hook's
+``before_model`` runs before every other one and notes the messages as they were; the guard's
+runs after all of them, and its ``wrap_model_call`` is the innermost, so it sees exactly what the
+model is about to consume: after summarization, ``trim_messages``, ``RemoveMessage`` updates and
+request-level edits such as tool-use clearing (``ContextEditingMiddleware``).
+
+Before each model call:
+
+1. what the graph appended since the last call (the model's answer, tool results, new input) is
+   observed — an append: no span;
+2. if the request is not an extension of that, the difference is one context edit, checked by the
+   guard with its kind (`_kinds.classify`: compact, prune, system_patch, rewrite; schema_change when
+   only the tools changed) — one span;
+3. the guard's decision is carried out (`_refusal`): on patch the request goes as the framework made
+   it; otherwise the model gets the previous messages (``on_refusal="keep"``, and always on defer)
+   or the typed error is raised (``on_refusal="raise"``, the default). When the refused edit was made
+   to the agent state (a summarization), the state is put back too, so the next step starts from
+   what the model saw;
+4. the model's answer is observed (an append).
+
+A healthy agent therefore gets one span per context edit and nothing else: its requests, state
+and answers are what they would be without the guard.
+
+Conversations: `guard` is one `ContextGuard` (one loop), or a factory ``thread_id -> ContextGuard``
+giving each LangGraph thread (``config["configurable"]["thread_id"]``) its own guard; at most
+`max_conversations` are kept, least recently used first out.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage
+from langgraph.config import get_config
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.types import Command
+
+from ..adapters import to_messages
+from ..guard import ContextGuard
+from ._kinds import classify
+from ._refusal import check_on_refusal, kept_context, raise_refusal
+
+GuardSource = ContextGuard | Callable[[str | None], ContextGuard]
+
+__all__ = ["ContextGuardEntry", "ContextGuardMiddleware", "guard_middleware"]
+
+
+def guard_middleware(guard: GuardSource, *middleware: AgentMiddleware, on_refusal: str = "raise",
+                     max_conversations: int = 1024) -> list[AgentMiddleware]:
+    """``[entry, *middleware, ContextGuardMiddleware]``: `middleware` guarded, in the order given."""
+    closing = ContextGuardMiddleware(guard, on_refusal=on_refusal, max_conversations=max_conversations)
+    return [closing.entry, *middleware, closing]
+
+
+class _Conversation:
+    """What the middleware knows of one conversation between two model calls."""
+
+    __slots__ = ("guard", "lock", "before", "accounted", "tools")
+
+    def __init__(self, guard: ContextGuard) -> None:
+        self.guard = guard
+        self.lock = threading.Lock()
+        self.before: list[BaseMessage] | None = None   # the state before this step's before_model hooks
+        self.accounted: list[BaseMessage] = []          # the state at the last call, plus the answer
+        self.tools: tuple[int, ...] | None = None       # identity of the last tool list offered
+
+
+class _Conversations:
+    def __init__(self, source: GuardSource, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"max_conversations must be at least 1, got {limit}")
+        self._source = source
+        self._limit = limit
+        self._items: OrderedDict[str | None, _Conversation] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, thread_id: str | None = None) -> _Conversation:
+        key = None if isinstance(self._source, ContextGuard) else thread_id
+        with self._lock:
+            conv = self._items.get(key)
+            if conv is None:
+                guard = self._source if isinstance(self._source, ContextGuard) else self._source(key)
+                conv = self._items[key] = _Conversation(guard)
+                while len(self._items) > self._limit:
+                    self._items.popitem(last=False)
+            self._items.move_to_end(key)
+            return conv
+
+    def current(self) -> _Conversation:
+        return self.get(_thread_id())
+
+
+def _thread_id() -> str | None:
+    try:
+        config = get_config()
+    except RuntimeError:  # called outside a graph run
+        return None
+    thread_id = (config.get("configurable") or {}).get("thread_id")
+    return None if thread_id is None else str(thread_id)
+
+
+class ContextGuardEntry(AgentMiddleware):
+    """The first half of the pair: notes the messages before any other ``before_model`` hook edits them."""
+
+    def __init__(self, conversations: _Conversations) -> None:
+        super().__init__()
+        self._conversations = conversations
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        self._conversations.current().before = list(state["messages"])
+
+    async def abefore_model(self, state: Any, runtime: Any) -> None:
+        self.before_model(state, runtime)
+
+
+class ContextGuardMiddleware(AgentMiddleware):
+    """Guards the message list before every model call; see the module docstring.
+
+    Place it last, after its `entry` first (`guard_middleware` does both). `on_refusal`: "raise"
+    (default: the run stops with the record's typed error, e.g. `OrphanedToolPairError`, before a
+    broken request reaches the provider) or "keep" (the model gets the previous messages and the
+    refusal is only reported).
+    """
+
+    def __init__(self, guard: GuardSource, *, on_refusal: str = "raise", max_conversations: int = 1024) -> None:
+        super().__init__()
+        self.on_refusal = check_on_refusal(on_refusal)
+        self._conversations = _Conversations(guard, max_conversations)
+        self.entry = ContextGuardEntry(self._conversations)
+
+    def guard_for(self, thread_id: str | None = None) -> ContextGuard:
+        """The guard of a conversation (the single guard when one was given)."""
+        return self._conversations.get(thread_id).guard
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
+        conv = self._conversations.current()
+        with conv.lock:
+            request, restore = self._before_call(conv, request)
+        response = handler(request)
+        with conv.lock:
+            return self._after_call(conv, request, response, restore)
+
+    async def awrap_model_call(self, request: ModelRequest,
+                               handler: Callable[[ModelRequest], Awaitable[Any]]) -> Any:
+        conv = self._conversations.current()
+        with conv.lock:
+            request, restore = self._before_call(conv, request)
+        response = await handler(request)
+        with conv.lock:
+            return self._after_call(conv, request, response, restore)
+
+    # --- before the call ------------------------------------------------------------------------
+    def _before_call(self, conv: _Conversation, request: ModelRequest
+                     ) -> tuple[ModelRequest, list[BaseMessage] | None]:
+        guard = conv.guard
+        system = [request.system_message] if request.system_message is not None else []
+        state_now = list(request.state.get("messages", ()))
+        before = conv.before if conv.before is not None else state_now
+        conv.before = None
+        tools_key = tuple(id(t) for t in request.tools)
+        if not guard.messages:
+            baseline = system + before
+            guard.observe(baseline, boundary=0, tools=request.tools or None)
+            conv.tools = tools_key
+        else:
+            baseline = guard.messages + _appended(before, conv.accounted)
+            guard.observe(baseline, boundary=guard.context.boundary)
+        proposal = system + list(request.messages)
+        tools_changed = tools_key != conv.tools
+        conv.tools = tools_key
+        extends = _extends(baseline, proposal)
+        if extends and not tools_changed:
+            guard.observe(proposal, boundary=guard.context.boundary)
+            return request, None
+        kind = "schema_change" if extends else classify(guard.context.messages, to_messages(proposal, "langchain"))
+        report = guard.check(proposal, kind=kind, tools=request.tools if tools_changed else None)
+        kept = kept_context(guard, report)
+        if kept is None:
+            return request, None
+        raise_refusal(report, self.on_refusal)
+        restore = None
+        if not _same(state_now, before):  # the refused edit was made to the state: put it back too
+            by_id = {m.id: m for m in before + state_now if m.id is not None}
+            restore = [by_id.get(m.id, m) for m in kept if m.type != "system"]
+        return _with_messages(request, kept), restore
+
+    # --- after the call -------------------------------------------------------------------------
+    def _after_call(self, conv: _Conversation, request: ModelRequest, response: Any,
+                    restore: list[BaseMessage] | None) -> Any:
+        inner = response.model_response if isinstance(response, ExtendedModelResponse) else response
+        produced = [inner] if isinstance(inner, AIMessage) else list(inner.result)
+        conv.guard.observe(conv.guard.messages + produced)
+        if restore is None:
+            conv.accounted = list(request.state.get("messages", ())) + produced
+            return response
+        conv.accounted = restore + produced
+        model_response = inner if isinstance(inner, ModelResponse) else ModelResponse(result=produced)
+        command = Command(update={"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *restore, *produced]})
+        return ExtendedModelResponse(model_response=model_response, command=command)
+
+
+def _appended(state: Sequence[BaseMessage], accounted: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The messages of `state` the middleware has not accounted for (added since the last call)."""
+    known = {m.id for m in accounted if m.id is not None}
+    return [m for m in state if m.id is None or m.id not in known]
+
+
+def _extends(base: Sequence[BaseMessage], longer: Sequence[BaseMessage]) -> bool:
+    return len(longer) >= len(base) and all(a is b or a == b for a, b in zip(base, longer, strict=False))
+
+
+def _same(a: Sequence[BaseMessage], b: Sequence[BaseMessage]) -> bool:
+    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
+
+
+def _with_messages(request: ModelRequest, messages: Sequence[BaseMessage]) -> ModelRequest:
+    if messages and messages[0].type == "system":
+        return request.override(system_message=messages[0], messages=list(messages[1:]))
+    return request.override(system_message=None, messages=list(messages))

@@ -1,0 +1,129 @@
+"""Anthropic SDK integration (issue 8, record 000 pairing and record 003 literal loss): the real
+`anthropic` client against an in-process fake Messages API. Server-side context editing
+(clear_tool_uses) and compaction blocks become guard mutations whose effect on pairs and protected
+literals is measured, one span per server edit; a client-side trim that would orphan a tool result
+is refused before the request leaves, naming the 400 the API answers it with."""
+
+from __future__ import annotations
+
+import pytest
+
+anthropic = pytest.importorskip("anthropic")
+
+from fake_anthropic_api import FakeAnthropicAPI  # noqa: E402
+
+from ctxwatch import ContextGuard, OrphanedToolPairError, semconv  # noqa: E402
+from ctxwatch.integrations.anthropic import guarded_messages  # noqa: E402
+
+TOOLS = [{"name": "lookup", "description": "Look up an order", "input_schema": {
+    "type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]}}]
+CLEAR = {"edits": [{"type": "clear_tool_uses_20250919", "trigger": {"type": "tool_uses", "value": 3},
+                    "keep": {"type": "tool_uses", "value": 2}}]}
+BETAS = ["context-management-2025-06-27"]
+
+
+def lookups(n: int) -> list[list[dict]]:
+    turns = [[{"type": "tool_use", "id": f"toolu_{i:02d}", "name": "lookup", "input": {"order": f"A{i}"}}]
+             for i in range(n)]
+    return turns + [[{"type": "text", "text": "All orders shipped."}]]
+
+
+def run_loop(messages_api, **request) -> list[dict]:
+    """A plain tool loop as users write it: the answer's blocks are sent back as they came."""
+    messages: list = [{"role": "user", "content": "Where are my orders?"}]
+    while True:
+        response = messages_api.create(model="claude-test", max_tokens=256, messages=messages, tools=TOOLS,
+                                       **request)
+        messages.append({"role": "assistant", "content": response.content})
+        uses = [b for b in response.content if b.type == "tool_use"]
+        if not uses:
+            return messages
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u.id, "content": f"shipped, tracking TRK-{1000 + int(u.id[-2:])}"}
+            for u in uses]})
+
+
+def test_server_side_tool_clearing_is_one_prune_span_per_new_edit_with_lost_literals(capture) -> None:
+    api = FakeAnthropicAPI(lookups(5))
+    guard = ContextGuard("anthropic-clear", telemetry=capture.telemetry, enforce={"prefix_identity": "warn"})
+    transcript = run_loop(guarded_messages(api.client().beta.messages, guard), betas=BETAS,
+                          context_management=CLEAR)
+    assert transcript[-1]["content"][0].text == "All orders shipped."
+    # the server cleared 2 oldest tool uses at call 5 (4 uses > 3, keep 2) and 3 at call 6: two edits
+    assert capture.summary() == [("ctxwatch prune", "patch"), ("ctxwatch prune", "patch")]
+    first, second = (s.attributes for s in capture.spans())
+    assert (first[semconv.LITERALS_LOST], second[semconv.LITERALS_LOST]) == (2, 1)  # TRK-1000/1001, then TRK-1002
+    assert first[semconv.ORPHANS_TOOL_USE] == first[semconv.ORPHANS_TOOL_RESULT] == 0
+    # the guard's view is what the model read: the three oldest results are placeholders now
+    cleared = [b for m in guard.messages[1:] if isinstance(m["content"], list) for b in m["content"]
+               if b["type"] == "tool_result" and "TRK-" not in b["content"]]
+    assert [b["tool_use_id"] for b in cleared] == ["toolu_00", "toolu_01", "toolu_02"]
+    # and nothing else changed: the requests carry the client's own history, uncleared
+    assert "TRK-1000" in str(api.requests[-1]["messages"])
+
+
+def test_server_side_clearing_of_consumed_results_is_reported_as_the_guard_decides(capture) -> None:
+    api = FakeAnthropicAPI(lookups(4))
+    guard = ContextGuard("anthropic-default", telemetry=capture.telemetry)
+    run_loop(guarded_messages(api.client().beta.messages, guard), betas=BETAS, context_management=CLEAR)
+    # record 000: clearing results the model already read alters the consumed prefix -> defer. The
+    # server applied it anyway, so it is reported, and the guard keeps the results it would not drop.
+    assert capture.summary() == [("ctxwatch prune", "defer")]
+    assert "TRK-1000" in str(guard.messages)
+
+
+def test_a_compaction_block_is_one_compact_mutation_measuring_what_the_summary_dropped(capture) -> None:
+    api = FakeAnthropicAPI(lookups(6), summary="Orders A0-A5 were looked up; all shipped.")
+    guard = ContextGuard("anthropic-compact", telemetry=capture.telemetry, enforce={"prefix_identity": "warn"})
+    compaction = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 250}}]}
+    transcript = run_loop(guarded_messages(api.client().beta.messages, guard), betas=["compact-2026-01-12"],
+                          context_management=compaction)
+    compacted_at = [i for i, m in enumerate(transcript) if m["role"] == "assistant"
+                    and m["content"][0].type == "compaction"]
+    assert len(compacted_at) == 1
+    assert capture.summary() == [("ctxwatch compact", "patch")]
+    span = capture.spans()[0].attributes
+    assert span[semconv.LITERALS_LOST] >= 1 and span[semconv.ORPHANS_TOOL_RESULT] == 0
+    # from then on the guard reads what the server reads: the summary and what follows it
+    assert guard.messages[0]["content"][0] == {"type": "text", "text": "Orders A0-A5 were looked up; all shipped."}
+
+
+def test_a_client_trim_orphaning_a_tool_result_is_refused_before_it_is_sent_naming_the_400(capture) -> None:
+    api = FakeAnthropicAPI(lookups(2) + [[{"type": "text", "text": "ok"}]])
+    guard = ContextGuard("anthropic-trim", telemetry=capture.telemetry)
+    messages_api = guarded_messages(api.client().messages, guard)
+    transcript = run_loop(messages_api)
+    # a naive trim: drop the oldest assistant turn, keep its tool_result
+    trimmed = [transcript[0]] + transcript[2:] + [{"role": "user", "content": "and A9?"}]
+    sent = len(api.requests)
+    with pytest.raises(OrphanedToolPairError) as refused:
+        messages_api.create(model="claude-test", max_tokens=256, messages=trimmed, tools=TOOLS)
+    assert len(api.requests) == sent  # refused before it left
+    text = str(refused.value)
+    assert "toolu_00" in text and "400 invalid_request_error" in text
+    # what the API answers the same request with, had it been sent:
+    with pytest.raises(anthropic.BadRequestError) as provider:
+        api.client().messages.create(model="claude-test", max_tokens=256, messages=trimmed, tools=TOOLS)
+    phrase = "unexpected tool_use_id found in tool_result blocks"
+    assert phrase in str(provider.value).replace("`", "") and phrase in text
+    assert capture.summary()[-1] == ("ctxwatch prune", "abort")
+
+
+def test_the_async_client_is_recorded_the_same_way(capture) -> None:
+    import asyncio
+
+    import httpx2 as httpx
+
+    api = FakeAnthropicAPI(lookups(1))
+    client = anthropic.AsyncAnthropic(api_key="test-key", max_retries=0,
+                                      http_client=httpx.AsyncClient(transport=httpx.MockTransport(api.handle)))
+    guard = ContextGuard("anthropic-async", telemetry=capture.telemetry)
+    messages_api = guarded_messages(client.messages, guard)
+
+    async def call(messages: list) -> object:
+        return await messages_api.create(model="claude-test", max_tokens=64, messages=messages, tools=TOOLS)
+
+    first = asyncio.run(call([{"role": "user", "content": "A0?"}]))
+    assert first.content[0].type == "tool_use"
+    assert [m["role"] for m in guard.messages] == ["user", "assistant"]
+    assert capture.summary() == []

@@ -1,0 +1,211 @@
+"""LangChain v1 agent integration (issue 8; record 000 pairing and prefix, record 001 spans): real
+`create_agent` graphs with LangChain's own fake chat models. A healthy agent gets one span per
+context edit and behaves exactly as without the guard; a summarization that drops a tool call is
+refused (typed error naming the providers' 400s) or kept out of the model's view, as configured;
+request-level tool-use clearing and RemoveMessage updates are guarded too; the OpenTelemetry
+instrumentor adds the middleware to every agent."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+pytest.importorskip("langchain.agents")
+
+from langchain.agents import create_agent  # noqa: E402
+from langchain.agents.middleware import (  # noqa: E402
+    AgentMiddleware,
+    ClearToolUsesEdit,
+    ContextEditingMiddleware,
+    SummarizationMiddleware,
+)
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+
+from ctxwatch import ContextGuard, OrphanedToolPairError, semconv  # noqa: E402
+from ctxwatch.integrations.langchain import guard_middleware  # noqa: E402
+
+
+class ToolCallingFake(FakeMessagesListChatModel):
+    """LangChain's fake list model, plus what an agent needs of a tool-calling model: `bind_tools`,
+    and a record of every message list it was called with."""
+
+    seen: list = []
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.seen.append([(type(m).__name__, m.text, getattr(m, "tool_call_id", None)) for m in messages])
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+@tool
+def lookup(order: str) -> str:
+    """Look up an order."""
+    return f"order {order} shipped, tracking TRK-{1000 + int(order[1:])}"
+
+
+def scripted(n: int) -> ToolCallingFake:
+    calls = [AIMessage(content="", id=f"ai-{i}", tool_calls=[
+        {"name": "lookup", "args": {"order": f"A{i}"}, "id": f"call_{i}", "type": "tool_call"}]) for i in range(n)]
+    return ToolCallingFake(responses=calls + [AIMessage(content="All shipped.", id="ai-final")], seen=[])
+
+
+def summarizer() -> FakeMessagesListChatModel:
+    return FakeMessagesListChatModel(responses=[AIMessage(content="Orders A0 and A1 were looked up.")])
+
+
+class CutAnywhere(SummarizationMiddleware):
+    """A summarization whose cut ignores tool pairs: keeping the last 3 messages of
+    [human, ai, tool, ai, tool, ai, tool] keeps a tool result whose call was summarized away."""
+
+    @staticmethod
+    def _find_safe_cutoff_point(messages, cutoff_index):
+        return cutoff_index
+
+
+def run(middleware: list, calls: int = 4, **options):
+    model = scripted(calls)
+    agent = create_agent(model, [lookup], system_prompt="You track orders.", middleware=middleware, **options)
+    state = agent.invoke({"messages": [HumanMessage("Where are my orders?", id="human-0")]})
+    return model, [(type(m).__name__, m.text) for m in state["messages"]]
+
+
+def trusting_guard(capture, loop: str) -> ContextGuard:
+    """A guard that lets the framework rewrite history the model has read (record 000's prefix rule
+    only warns), so the framework's own pair-safe edits are applied and measured."""
+    return ContextGuard(loop, telemetry=capture.telemetry, enforce={"prefix_identity": "warn"})
+
+
+def test_a_healthy_summarizing_agent_gets_one_span_per_edit_and_behaves_as_without_the_guard(capture) -> None:
+    def summarization():
+        return SummarizationMiddleware(summarizer(), trigger=("messages", 6), keep=("messages", 3))
+
+    plain_model, plain_state = run([summarization()])
+    guard = trusting_guard(capture, "lc-healthy")
+    model, state = run(guard_middleware(guard, summarization()))
+    assert model.seen == plain_model.seen and state == plain_state
+    # the framework edited the context twice (a first summary; a second one replacing it)
+    edits = sum(1 for before, after in zip(model.seen, model.seen[1:], strict=False) if after[:len(before)] != before)
+    assert edits == 2
+    assert capture.summary() == [("ctxwatch compact", "patch"), ("ctxwatch prune", "patch")]
+    compact = capture.spans()[0].attributes
+    # the first summary replaced [human, call_0, its result]: TRK-1000 left the model's view
+    assert compact[semconv.LITERALS_LOST] == 1 and compact[semconv.ORPHANS_TOOL_RESULT] == 0
+    assert compact["gen_ai.conversation.compacted"] is True
+
+
+def test_a_summarization_that_drops_a_tool_call_is_refused_before_the_model_sees_it(capture) -> None:
+    guard = trusting_guard(capture, "lc-orphan")
+    model = scripted(4)
+    agent = create_agent(model, [lookup], system_prompt="You track orders.",
+                         middleware=guard_middleware(guard, CutAnywhere(summarizer(), trigger=("messages", 6),
+                                                                        keep=("messages", 3))))
+    with pytest.raises(OrphanedToolPairError) as refused:
+        agent.invoke({"messages": [HumanMessage("Where are my orders?")]})
+    message = str(refused.value)
+    assert "tool_result_without_use [call_1 (lookup)" in message
+    for provider_error in ("Anthropic answers such a request with 400 invalid_request_error",
+                           "unexpected tool_use_id found in tool_result blocks", "OpenAI with 400",
+                           "messages with role 'tool' must be a response to a preceding message with 'tool_calls'"):
+        assert provider_error in message
+    assert len(model.seen) == 3  # the broken request never reached the model
+    span = capture.spans()[-1]
+    assert span.attributes[semconv.DECISION] == "abort" and span.attributes["error.type"] == "OrphanedToolPairError"
+    assert span.attributes[semconv.ORPHANS_TOOL_RESULT] == 1
+
+
+def test_on_refusal_keep_gives_the_model_the_previous_messages_and_restores_the_state(capture) -> None:
+    guard = trusting_guard(capture, "lc-keep")
+    plain_model, plain_state = run([])  # the same agent, never summarized
+    model, state = run(guard_middleware(guard, CutAnywhere(summarizer(), trigger=("messages", 6),
+                                                           keep=("messages", 3)), on_refusal="keep"))
+    assert model.seen == plain_model.seen and state == plain_state
+    assert [d for _, d in capture.summary()] == ["abort", "abort"]  # refused at each of the two later calls
+
+
+def test_a_deferred_summary_becomes_whole_pair_compaction_with_an_elision_marker(capture) -> None:
+    guard = ContextGuard("lc-whole-pairs", telemetry=capture.telemetry, deferral="whole_pairs")
+    model, state = run(guard_middleware(guard, SummarizationMiddleware(summarizer(), trigger=("messages", 6),
+                                                                       keep=("messages", 3))))
+    # record 000: the summary alters the consumed prefix -> deferred, then compacted in whole-pair units
+    assert capture.summary()[:2] == [("ctxwatch compact", "defer"), ("ctxwatch compact", "patch")]
+    sent = model.seen[3]
+    assert sent[-1][0] == "HumanMessage" and sent[-1][1].startswith("[ctxwatch] earlier turns were elided")
+    tool_ids = [i for _, _, i in sent if i]
+    assert tool_ids and all(f"call_{i[-1]}" == i for i in tool_ids)  # every result kept has its call
+    assert state[-1] == ("AIMessage", "All shipped.")
+
+
+def test_request_level_tool_use_clearing_is_one_prune_span_per_newly_cleared_result(capture) -> None:
+    guard = trusting_guard(capture, "lc-clear")
+    clearing = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=0, keep=2)],
+                                        token_counter=lambda messages: len(messages))
+    plain_model, plain_state = run([ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=0, keep=2)],
+                                                             token_counter=lambda messages: len(messages))])
+    model, state = run(guard_middleware(guard, clearing))
+    assert model.seen == plain_model.seen and state == plain_state
+    # results 0 and 1 are cleared when the 3rd and 4th arrive: two edits of what the model reads
+    assert capture.summary() == [("ctxwatch prune", "patch"), ("ctxwatch prune", "patch")]
+    assert [s.attributes[semconv.LITERALS_LOST] for s in capture.spans()] == [1, 1]
+    assert "TRK-1000" in str(state)  # the state keeps the full results; only the request was edited
+
+
+class DropFirstToolResult(AgentMiddleware):
+    """A hand-written trim: a RemoveMessage update removing the oldest tool result by id."""
+
+    def before_model(self, state, runtime):
+        tools = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+        if len(tools) == 2:
+            return {"messages": [RemoveMessage(id=tools[0].id)]}
+        return None
+
+
+def test_a_remove_message_update_that_orphans_a_call_is_refused(capture) -> None:
+    guard = ContextGuard("lc-remove", telemetry=capture.telemetry)
+    with pytest.raises(OrphanedToolPairError, match=r"tool_use_without_result \[call_0"):
+        run(guard_middleware(guard, DropFirstToolResult()))
+    assert capture.summary() == [("ctxwatch prune", "abort")]
+
+
+def test_each_thread_gets_its_own_guard_from_a_factory(capture) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    made: dict = {}
+
+    def factory(thread_id):
+        made[thread_id] = ContextGuard(f"loop-{thread_id}", telemetry=capture.telemetry)
+        return made[thread_id]
+
+    agent = create_agent(scripted(0), [lookup], middleware=guard_middleware(factory), checkpointer=InMemorySaver())
+    for thread in ("t1", "t2"):
+        agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": thread}})
+    assert sorted(made) == ["t1", "t2"]
+    assert [m.type for m in made["t1"].messages] == ["human", "ai"]
+    assert capture.summary() == []
+
+
+def test_the_instrumentor_adds_the_guard_to_every_agent_and_is_registered(capture) -> None:
+    from ctxwatch.integrations.langchain_instrumentor import LangChainInstrumentor
+
+    points = importlib.metadata.entry_points(group="opentelemetry_instrumentor")
+    assert any(p.value == "ctxwatch.integrations.langchain_instrumentor:LangChainInstrumentor" for p in points)
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=capture.provider, guard_options={"enforce": {"prefix_identity": "warn"}})
+    try:
+        import langchain.agents
+
+        with pytest.raises(OrphanedToolPairError):
+            model = scripted(4)
+            langchain.agents.create_agent(model, [lookup], middleware=[
+                CutAnywhere(summarizer(), trigger=("messages", 6), keep=("messages", 3))]).invoke(
+                {"messages": [HumanMessage("Where are my orders?")]})
+        assert capture.summary() == [("ctxwatch compact", "abort")]
+    finally:
+        instrumentor.uninstrument()
+    import langchain.agents
+
+    assert langchain.agents.create_agent is create_agent

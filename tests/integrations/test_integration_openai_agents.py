@@ -1,0 +1,145 @@
+"""OpenAI Agents SDK integration (issue 8; record 000 pairing and generation boundary): the real
+Runner with the SDK's own ScriptedModel and a real SQLiteSession inside `GuardedSession`; the SDK's
+OpenAIResponsesCompactionSession compacting through a real AsyncOpenAI client answered in-process by
+an httpx MockTransport (no network). A healthy run emits no span and behaves as without the guard;
+a compaction is one span; pops and compactions that orphan a call are refused naming OpenAI's 400."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+pytest.importorskip("agents")
+
+import httpx2  # noqa: E402  (the openai SDK speaks httpx2)
+from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled  # noqa: E402
+from agents.memory import OpenAIResponsesCompactionSession  # noqa: E402
+from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
+from openai import AsyncOpenAI  # noqa: E402
+
+from ctxwatch import ContextGuard, OrphanedToolPairError, semconv  # noqa: E402
+from ctxwatch.integrations.openai_agents import GuardedSession  # noqa: E402
+
+set_tracing_disabled(True)  # the SDK's own trace export would try the network
+
+
+@function_tool
+def lookup(order: str) -> str:
+    """Look up an order."""
+    return f"order {order} shipped, tracking TRK-{1000 + int(order[1:])}"
+
+
+def script() -> ScriptedModel:
+    return ScriptedModel([[function_call("lookup", {"order": "A1"}, call_id="call_1")],
+                          [assistant_message("A1 has shipped.")], [assistant_message("You're welcome.")]])
+
+
+async def two_turns(session) -> tuple[ScriptedModel, list]:
+    model = script()
+    agent = Agent(name="orders", model=model, tools=[lookup])
+    await Runner.run(agent, "Where is A1?", session=session)
+    await Runner.run(agent, "Thanks!", session=session)
+    return model, await session.get_items()
+
+
+def test_a_healthy_run_emits_no_span_and_behaves_as_with_the_bare_session(capture) -> None:
+    plain_model, plain_items = asyncio.run(two_turns(SQLiteSession("plain")))
+    guard = ContextGuard("oa-healthy", telemetry=capture.telemetry)
+    model, items = asyncio.run(two_turns(GuardedSession(SQLiteSession("guarded"), guard)))
+    assert [c.input for c in model.calls] == [c.input for c in plain_model.calls]
+    assert items == plain_items
+    assert capture.summary() == []  # appends only: no context edit, no span
+    assert len(guard.messages) == len(items) == 6
+
+
+ITEMS = [{"role": "user", "content": "Where is A1?"},
+         {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": "{\"order\":\"A1\"}"},
+         {"type": "function_call_output", "call_id": "call_1", "output": "shipped, tracking TRK-1001"}]
+
+
+def test_popping_a_tool_output_whose_call_stays_is_refused_naming_openais_400(capture) -> None:
+    async def scenario():
+        session = GuardedSession(SQLiteSession("pop"), ContextGuard("oa-pop", telemetry=capture.telemetry))
+        await session.add_items(ITEMS)
+        with pytest.raises(OrphanedToolPairError) as refused:
+            await session.pop_item()
+        return refused.value, await session.get_items()
+
+    error, items = asyncio.run(scenario())
+    assert items == ITEMS  # nothing was popped
+    assert "tool_use_without_result [call_1 (lookup)" in str(error)
+    assert "An assistant message with 'tool_calls' must be followed by tool messages" in str(error)
+    assert capture.summary() == [("ctxwatch prune", "abort")]
+
+
+def test_rewinding_input_and_the_models_own_answer_are_patches(capture) -> None:
+    """A pure truncation leaves every remaining turn on the very prefix it was generated from (record
+    000's hazard cannot arise), so rolling back even the model's own answer is a patch."""
+    async def scenario():
+        session = GuardedSession(SQLiteSession("rewind"), ContextGuard("oa-rewind", telemetry=capture.telemetry))
+        await session.add_items([ITEMS[0], {"role": "assistant", "content": "Checking."},
+                                 {"role": "user", "content": "Also A2?"}])
+        rewound = await session.pop_item()     # the runner's rewind of input it stored but never sent
+        answer = await session.pop_item()      # a rollback of the model's own answer
+        return rewound, answer, await session.get_items()
+
+    rewound, answer, items = asyncio.run(scenario())
+    assert rewound == {"role": "user", "content": "Also A2?"}
+    assert answer == {"role": "assistant", "content": "Checking."}
+    assert [i["content"] for i in items] == ["Where is A1?"]
+    assert capture.summary() == [("ctxwatch prune", "patch"), ("ctxwatch prune", "patch")]
+
+
+def compaction_client(output: list[dict]) -> AsyncOpenAI:
+    """An AsyncOpenAI whose /responses/compact answers `output`, in-process."""
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        assert request.url.path.endswith("/responses/compact")
+        return httpx2.Response(200, json={"id": "cmp_1", "object": "response.compaction", "created_at": 0,
+                                          "output": output, "usage": {
+                                              "input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+                                              "input_tokens_details": {"cached_tokens": 0},
+                                              "output_tokens_details": {"reasoning_tokens": 0}}})
+    return AsyncOpenAI(api_key="test-key", base_url="http://api.invalid/v1", max_retries=0,
+                       http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handle)))
+
+
+USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Where is A1?"}]}
+COMPACTION = {"type": "compaction", "id": "cmp_item_1", "encrypted_content": "opaque-summary"}
+
+
+def compacted_run(capture, output: list[dict], **guard_options) -> tuple:
+    guard = ContextGuard("oa-compact", telemetry=capture.telemetry, **guard_options)
+    inner = OpenAIResponsesCompactionSession("compact", SQLiteSession("compact"), client=compaction_client(output),
+                                             should_trigger_compaction=lambda context: True)
+    session = GuardedSession(inner, guard)
+
+    async def scenario():
+        await session.add_items(ITEMS + [{"role": "assistant", "content": "A1 has shipped."}])
+        before = await session.get_items()
+        try:
+            await session.run_compaction({"force": True, "compaction_mode": "input"})
+        except OrphanedToolPairError as refused:
+            return before, await session.get_items(), refused
+        return before, await session.get_items(), None
+
+    return asyncio.run(scenario())
+
+
+def test_a_compaction_is_one_compact_span_and_is_applied(capture) -> None:
+    before, after, refused = compacted_run(capture, [USER, COMPACTION], enforce={"prefix_identity": "warn"})
+    assert refused is None
+    assert [i.get("type") for i in after] == ["message", "compaction"]
+    assert capture.summary() == [("ctxwatch compact", "patch")]
+    assert capture.spans()[0].attributes[semconv.LITERALS_LOST] == 1  # TRK-1001 is only in the summary now
+
+
+def test_a_compaction_keeping_a_tool_output_without_its_call_is_refused_and_rolled_back(capture) -> None:
+    orphaning = [USER, {"type": "function_call_output", "call_id": "call_1", "output": "shipped"}, COMPACTION]
+    before, after, refused = compacted_run(capture, orphaning, enforce={"prefix_identity": "warn"})
+    assert isinstance(refused, OrphanedToolPairError)
+    assert "tool_result_without_use [call_1" in str(refused)
+    assert "messages with role 'tool' must be a response to a preceding message with 'tool_calls'" in str(refused)
+    assert json.dumps(after, sort_keys=True) == json.dumps(before, sort_keys=True)  # the store is back
+    assert capture.summary() == [("ctxwatch compact", "abort")]
