@@ -21,7 +21,7 @@ class Timing:
         scale = {"ms": 1e3, "us": 1e6, "s": 1.0}[unit]
         lo, med, hi = min(self.samples) * scale, self.median * scale, max(self.samples) * scale
         ratio = f"  {self.median / baseline.median:6.2f}x {baseline.label}" if baseline else ""
-        return f"{self.label:<44} min {lo:9.3f}  median {med:9.3f}  max {hi:9.3f} {unit}{ratio}"
+        return f"{self.label:<48} min {lo:9.3f}  median {med:9.3f}  max {hi:9.3f} {unit}{ratio}"
 
 
 def measure(label: str, fn: Callable[[], object], repeat: int, setup: Callable[[], object] | None = None) -> Timing:
