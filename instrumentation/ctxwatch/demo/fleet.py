@@ -57,9 +57,8 @@ class LoopTally:
 class DemoLoop:
     """One agent loop of the fleet. `step()` runs one cycle: append turns, rewrite, guard."""
 
-    family = "base"
-    expect_contracting = False
     max_cycles = 12
+    summary_ratio, summary_budget = 0.5, 350  # the loop's literal-preserving summarizer
 
     def __init__(self, agent: str, index: int, seed: int, telemetry: MutationTelemetry, **guard_options) -> None:
         self.agent = agent
@@ -70,6 +69,8 @@ class DemoLoop:
         guard_options.setdefault("pass_cap", 3 * self.max_cycles)  # a loop is one episode; refusals retry
         self.guard = ContextGuard(self.loop_id, agent=agent, service="ctxwatch-demo", telemetry=telemetry,
                                   **guard_options)
+        self.summarize = ExtractiveSummarizer(self.summary_ratio, budget=self.summary_budget, keep_last=2,
+                                              preserve_literals=True)
         self.buffer = self.opening()
         self.guard.observe(self.buffer)
 
@@ -118,43 +119,31 @@ class DemoLoop:
 
 
 class SummarizerLoop(DemoLoop):
-    family = "summarizer"
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.summarize = ExtractiveSummarizer(0.5, budget=350, keep_last=2, preserve_literals=True)
 
     def rewrite(self) -> None:
         self._compact(self.summarize(self.buffer))
 
 
 class RankerLoop(DemoLoop):
-    family = "ranker"
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.window = ExtractiveSummarizer(0.6, budget=400, keep_last=2, preserve_literals=True)
+    summary_ratio, summary_budget = 0.6, 400
 
     def rewrite(self) -> None:
         scores = SalienceReranker().scores(self.buffer)
         index = {self.buffer[i].digest: s for i, s in scores.items()}
         reranked = SalienceReranker(index=index)(self.buffer)
-        self._compact(self.window(reranked), kind="rerank")
+        self._compact(self.summarize(reranked), kind="rerank")
 
 
 class ScratchpadLoop(DemoLoop):
-    family = "scratchpad"
-    expect_contracting = True
     max_cycles = 16
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.healthy = ExtractiveSummarizer(0.5, budget=350, keep_last=2, preserve_literals=True)
         self.absorbing = InstructionAbsorbingRewriter(self.rng.uniform(0.35, 0.6), directive=ABSORBED_DIRECTIVE)
         self.absorbed_at = self.rng.randint(3, 5)
 
     def rewrite(self) -> None:
-        fn = self.absorbing if self.tally.cycles >= self.absorbed_at else self.healthy
+        fn = self.absorbing if self.tally.cycles >= self.absorbed_at else self.summarize
         self._compact(fn(self.buffer))
 
 
@@ -163,10 +152,8 @@ class ToolRoundsMixin:
 
     sim: SimulatedAgent
     rng: random.Random
-    _calls = 0
 
     def tool_round(self) -> list[Message]:
-        self._calls += 1
         cid = f"call_{self.rng.getrandbits(32):08x}"
         name = self.rng.choice(["query_db", "read_file", "search_logs"])
         args = json.dumps({"q": self.sim.text.sentence(5)})
@@ -175,7 +162,6 @@ class ToolRoundsMixin:
 
 
 class CompactorLoop(ToolRoundsMixin, DemoLoop):
-    family = "compactor"
 
     def opening(self) -> list[Message]:
         out = self.sim.opening(2)
@@ -205,13 +191,12 @@ class CompactorLoop(ToolRoundsMixin, DemoLoop):
 
 
 class LedgerLoop(DemoLoop):
-    family = "ledger"
+    summary_ratio, summary_budget = 0.4, None
     SUBGOAL = "Subgoal: reconcile the March ledger without modifying the audit log at /var/log/audit/ledger.log."
 
     def __init__(self, agent: str, index: int, seed: int, telemetry: MutationTelemetry, **options) -> None:
         super().__init__(agent, index, seed, telemetry, policy=lambda i, m: m.role == "system" or
                          m.text.startswith("Subgoal:"), **options)
-        self.summarize = ExtractiveSummarizer(0.4, keep_last=2, preserve_literals=True)
 
     def opening(self) -> list[Message]:
         base = self.sim.opening(4)
@@ -228,7 +213,6 @@ class LedgerLoop(DemoLoop):
 
 
 class FixerLoop(DemoLoop):
-    family = "fixer"
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
