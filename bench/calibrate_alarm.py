@@ -5,8 +5,9 @@
    absorbed directive). Delay = cycle the detector entered ``contracting`` − onset.
 2. False alarms over seeded healthy loops: appending, literal-preserving summarization, and a
    sliding window (lossy but bounded); plus, for information, sentinel-drift and re-ranking loops.
-3. The verdict and its d/r series on each real session in the corpus, read with ctxwatch.sessions
-   (every recorded mutation — compaction, pruning, rewind — is one rewrite cycle).
+3. The verdict and its d/r series on each real session in the corpus, audited as `ctxwatch replay`
+   does (ctxwatch.replay.audit_session: every recorded mutation — compaction, pruning, rewind — is
+   one rewrite cycle).
 
 Each table is printed for the default DetectorConfig and for the strict reading of "d shrinking"
 (shrink_ratio 1.0), so the cost of the relaxation is visible.
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from ctxwatch.contraction import DetectorConfig
 from ctxwatch.model import Message
-from ctxwatch.sessions import Mutation, read_session
+from ctxwatch.replay import audit_session
 from ctxwatch.simulate.loops import (
     HEALTHY_FAMILIES,
     SyntheticLoop,
@@ -91,45 +92,30 @@ def false_alarm_table(n: int) -> None:
         print(f"| {label}{note} | " + " | ".join(cells) + f" | {med_d:.3f} | {med_r:.3f} |")
 
 
-def _explain(results, config: DetectorConfig) -> str:
-    if not results:
-        return "healthy: no rewrite cycle recorded, nothing to judge"
-    entered = [v for _, v in results if v.entered]
-    if entered:
-        return f"CONTRACTING from cycle {entered[0].cycle} (onset {entered[0].onset})"
-    evidence = sum(v.evidence for _, v in results)
-    reasons = []
-    for label, key in (("d not shrinking", "shrinking"), ("no literal lost / too few literals", "losing"),
-                       ("d >= r", "below")):
-        failed = sum(not getattr(v, key) for _, v in results)
-        if failed:
-            reasons.append(f"{label} on {failed}")
-    return (f"healthy: {len(results)} cycle(s), {evidence} with all three conditions "
-            f"(needs {config.enter_cycles} in a row); {', '.join(reasons)} of {len(results)}")
-
-
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
 def corpus_table(corpus: Path) -> None:
     print(f"\n## 3. Real sessions ({corpus})")
+    strict_config = CONFIGS["strict (shrink_ratio=1.0)"]
     for path in sorted(p for p in corpus.iterdir() if p.suffix != ".md"):
-        session = read_session(path)
-        mutations = [e for e in session if isinstance(e, Mutation)]
-        results = judge([(m.before, m.after) for m in mutations])
-        print(f"\n### {path.name} ({session.format}, {len(mutations)} rewrite cycle(s))")
-        if results:
+        audit = audit_session(path)
+        if not audit.readable:
+            print(f"\n### {path.name}: {audit.error}")
+            continue
+        print(f"\n### {path.name} ({audit.format}, {len(audit.mutations)} rewrite cycle(s))")
+        if audit.mutations:
             print("| cycle | mutation | messages | d | literals before | lost | r | shrinking | losing | d<r "
                   "| state |")
             print("|---|---|---|---|---|---|---|---|---|---|---|")
-        for m, (f, v) in zip(mutations, results, strict=True):
-            print(f"| {v.cycle} | {m.kind} ({m.source}, step {m.step}) | {len(m.before)} -> {len(m.after)} | "
-                  f"{v.d:.3f} | {f.literals_before} | {f.literals_lost} | {v.r:.3f} | "
+        for m in audit.mutations:
+            v = m.verdict
+            print(f"| {v.cycle} | {m.kind} ({m.source}, step {m.step}) | {m.messages.before} -> {m.messages.after} | "
+                  f"{v.d:.3f} | {v.literals_before} | {v.literals_lost} | {v.r:.3f} | "
                   f"{_yes(v.shrinking)} | {_yes(v.losing)} | {_yes(v.below)} | {v.state} |")
-        print(f"\nverdict (default): {_explain(results, DetectorConfig())}")
-        strict = judge([(m.before, m.after) for m in mutations], CONFIGS["strict (shrink_ratio=1.0)"])
-        print(f"verdict (strict):  {_explain(strict, CONFIGS['strict (shrink_ratio=1.0)'])}")
+        print(f"\nverdict (default): {audit.explain()}")
+        print(f"verdict (strict):  {audit_session(path, config=strict_config).explain()}")
 
 
 def main() -> None:

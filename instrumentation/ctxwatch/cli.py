@@ -1,4 +1,5 @@
-"""The `ctxwatch` command line: `demo` (the main job) and `monitor` (the service).
+"""The `ctxwatch` command line: `demo` (the main job), `monitor` (the service), `replay` (audit
+recorded sessions, ctxwatch.replay) and `check-idempotence` (record 003's test, ctxwatch.idempotence_cli).
 
 Exit codes: 0 clean, 1 findings, 2 bad usage or unreadable input (with a one-line reason).
 `ctxwatch monitor` runs the service of ctxwatch[monitor] in this process's place; ctxwatch
@@ -51,6 +52,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("monitor", help="run the monitor service (ctxwatch monitor --help for its options)",
                    add_help=False)
+
+    from . import idempotence_cli
+    from .replay import command as replay_command
+    replay_command.add_arguments(sub.add_parser(
+        "replay", help="audit recorded agent sessions for the context mutations in them",
+        description="Audit recorded sessions (Claude Code, Codex, SWE-agent, OpenHands, JSONL of message lists): "
+        "every context mutation with its sizes, orphaned tool pairs, lost literals, hash distance and contraction "
+        "verdict. Exit 0 clean, 1 findings (orphaned tool pairs, contraction), 2 unreadable input. "
+        "JSON schema: docs/replay.md."))
+    idempotence_cli.add_arguments(sub.add_parser(
+        "check-idempotence", help="record 003's re-application test on a rewrite function",
+        description="Apply MODULE:FUNC repeatedly to the sample and measure the drift between applications. "
+        "Exit 0 stable, 1 not idempotent, 2 bad usage or unreadable input."))
     return parser
 
 
@@ -68,6 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ImportError as exc:
             print(f"ctxwatch demo: {exc.name} is missing; install ctxwatch[monitor]", file=sys.stderr)
             return 2
+    if args.command == "replay":
+        from .replay.command import run as run_replay
+        return run_replay(args)
+    if args.command == "check-idempotence":
+        from .idempotence_cli import run as run_check
+        return run_check(args)
     return 2
 
 

@@ -27,7 +27,7 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "error_code": r"\b(?:[A-Z]{1,5}\d{3,6}|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+){1,6}|E[A-Z]{3,9})\b",
     "tool_id": r"\b(?:call|toolu|fc|msg|req|run|resp|chatcmpl)_[A-Za-z0-9_-]{4,}\b",
     "number": r"(?<![\w.])(?:\d+\.\d+|\d{5,})(?![\w.]*\w)",
-    "code_span": r"`([^`\n]{1,80})`",
+    "code_span": r"`([^`\n\\]{1,80})`",  # no backslash: not the inside of JSON-escaped text
 }
 
 # A default pattern only runs on text holding one of these substrings: most prose has no URL,
@@ -65,7 +65,7 @@ class LiteralRegistry:
     """Extracts protected literals from text and messages with a fixed set of named patterns."""
 
     def __init__(self, patterns: Mapping[str, str] | None = None, *, extra: Mapping[str, str] | None = None,
-                 literals: Iterable[str] = ()) -> None:
+                 literals: Iterable[str] = (), cache_limit: int = _CACHE_LIMIT) -> None:
         chosen = dict(DEFAULT_PATTERNS if patterns is None else patterns)
         chosen.update(extra or {})
         self._patterns: dict[str, re.Pattern[str]] = {}
@@ -79,6 +79,7 @@ class LiteralRegistry:
                 raise ValueError(f"literal pattern {name!r} is not a valid regular expression: {exc}") from None
         self._exact = frozenset(literals)
         self._cache: dict[int, frozenset[str]] = {}
+        self._cache_limit = max(2, cache_limit)
 
     @property
     def pattern_names(self) -> list[str]:
@@ -127,8 +128,8 @@ class LiteralRegistry:
         key = message.digest
         cached = self._cache.get(key)
         if cached is None:
-            if len(self._cache) >= _CACHE_LIMIT:
-                for stale in list(self._cache)[: _CACHE_LIMIT // 2]:
+            if len(self._cache) >= self._cache_limit:
+                for stale in list(self._cache)[: self._cache_limit // 2]:
                     del self._cache[stale]
             cached = self._cache[key] = self.extract(message.text)
         return cached

@@ -1,0 +1,300 @@
+"""The audit of one recorded session: every context mutation in it, measured as the guard would.
+
+`audit_session(path)` streams the session's events (`ctxwatch.sessions.read_session`) once and
+turns each `Mutation` into a `MutationAudit`: its kind and source record, how many messages were
+kept, dropped, added, elided or rewritten in place, sizes before and after (characters of
+readable text), the tool ids it orphaned (record 000's `introduced_orphans`), the protected
+literals it lost (listed), the hash distance and the contraction verdict of the cycle (the same
+`CycleMeter` and `ContractionDetector` the guard and the calibration use). The buffers are
+dropped as soon as they are measured, so memory follows the current buffer, not the file.
+
+Tool pairs are checked on the buffer at the end of each epoch (just before each mutation, and the
+final one): between mutations a buffer only grows, so an orphan in any buffer is still there.
+
+What counts as a *finding* (exit code 1 of ``ctxwatch replay``): what the guard, under its default
+enforcement, would have refused or halted — a mutation that leaves tool ids orphaned
+(``tool_pairing``) and a cycle at which the detector enters ``contracting`` (``contraction``);
+with ``fail_on_literal_loss``, also every mutation that loses protected literals
+(``literal_loss``, a warning by default, as in the guard).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from ..contraction import ContractionDetector, CycleVerdict, DetectorConfig
+from ..errors import InvalidContextError
+from ..invariants.pairing import PairIndex, index_pairs, introduced_orphans
+from ..literals import LiteralRegistry
+from ..model import Message
+from ..report import Finding
+from ..sessions import Mutation, Session, Skip, Snapshot, read_session
+from ..simulate.meter import CycleMeter
+
+LOOP_ID_PREFIX = "replay"
+_LOOP_HASH_BYTES = 64 * 1024
+_STEM_CHARS = 48
+
+
+@dataclass(frozen=True)
+class MessageCounts:
+    """How the messages of the buffer before a mutation fared in the buffer after it."""
+
+    before: int
+    after: int
+    kept: int       # same content in both (the k-th copy matching the k-th copy)
+    dropped: int    # in `before`, content absent from `after` and not changed in place
+    added: int      # in `after`, content absent from `before` and not a change in place
+    elided: int     # changed in place (same index and role), shorter than before
+    rewritten: int  # changed in place, not shorter
+
+
+@dataclass(frozen=True)
+class MutationAudit:
+    """One recorded context mutation, measured (no message text kept, only lost literal values)."""
+
+    cycle: int
+    kind: str
+    source: str
+    step: int
+    where: str
+    line: int | None
+    messages: MessageCounts
+    size_before: int
+    size_after: int
+    orphaned_calls: tuple[str, ...]
+    orphaned_results: tuple[str, ...]
+    literals_before: int
+    lost: tuple[str, ...]
+    verdict: CycleVerdict
+    trigger: str | None = None
+    pre_tokens: int | None = None
+    summary_line: int | None = None
+    summary_chars: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def hash_distance(self) -> float:
+        return self.verdict.d
+
+    @property
+    def orphans(self) -> int:
+        return len(self.orphaned_calls) + len(self.orphaned_results)
+
+    def findings(self, fail_on_literal_loss: bool = False) -> list[Finding]:
+        """The guard's findings on this mutation; `action` is ``warn`` for what is only reported."""
+        out: list[Finding] = []
+        if self.orphans:
+            out.append(Finding("tool_pairing", f"cycle {self.cycle} ({self.kind} at {self.where}) orphans "
+                               f"{len(self.orphaned_calls)} tool call(s) and {len(self.orphaned_results)} "
+                               f"tool result(s): {', '.join((self.orphaned_calls + self.orphaned_results)[:5])}",
+                               details={"cycle": self.cycle}))
+        if self.lost:
+            out.append(Finding("literal_loss", f"cycle {self.cycle} ({self.kind} at {self.where}) loses "
+                               f"{len(self.lost)} of {self.literals_before} protected literals",
+                               action="abort" if fail_on_literal_loss else "warn", details={"cycle": self.cycle}))
+        if self.verdict.entered:
+            out.append(Finding("contraction", f"cycle {self.cycle} ({self.kind} at {self.where}) enters the "
+                               f"contraction regime (onset cycle {self.verdict.onset}): d={self.verdict.d:.3f} < "
+                               f"r={self.verdict.r:.3f} while distances shrink and literals are lost",
+                               action="halt", details={"cycle": self.cycle, "onset": self.verdict.onset}))
+        return out
+
+
+@dataclass
+class SessionAudit:
+    """Everything the replay found in one session file (or why it could not be read)."""
+
+    path: str
+    loop_id: str
+    config: DetectorConfig
+    format: str | None = None
+    bytes: int = 0
+    records: int = 0         # the last line read (JSONL formats) or events / steps (documents)
+    steps: int = 0           # buffers the model was sent (snapshots)
+    messages: int = 0        # messages in the final buffer
+    tool_pairs: int = 0      # distinct call ids answered, over every epoch of the session
+    pending: int = 0         # calls awaiting their result at the end of the file
+    buffer_orphans: list[tuple[str, str]] = field(default_factory=list)  # (where, id) in recorded buffers
+    mutations: list[MutationAudit] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def readable(self) -> bool:
+        return self.error is None
+
+    @property
+    def state(self) -> str:
+        """``contracting`` if the detector entered the contraction regime at any cycle."""
+        return "contracting" if any(m.verdict.entered for m in self.mutations) else "healthy"
+
+    def findings(self, fail_on_literal_loss: bool = False) -> list[Finding]:
+        """Enforced findings only (those that make ``ctxwatch replay`` exit 1)."""
+        return [f for m in self.mutations for f in m.findings(fail_on_literal_loss) if f.enforced]
+
+    def explain(self) -> str:
+        """One line: the contraction verdict and why (see `explain_cycles`)."""
+        return explain_cycles([m.verdict for m in self.mutations], self.config)
+
+
+def explain_cycles(verdicts: Sequence[CycleVerdict], config: DetectorConfig) -> str:
+    """The verdict over a session's rewrite cycles, with the conditions that kept it healthy."""
+    if not verdicts:
+        return "healthy: no rewrite cycle recorded, nothing to judge"
+    entered = [v for v in verdicts if v.entered]
+    if entered:
+        return f"CONTRACTING from cycle {entered[0].cycle} (onset {entered[0].onset})"
+    evidence = sum(v.evidence for v in verdicts)
+    reasons = []
+    for label, key in (("d not shrinking", "shrinking"), ("no literal lost / too few literals", "losing"),
+                       ("d >= r", "below")):
+        failed = sum(not getattr(v, key) for v in verdicts)
+        if failed:
+            reasons.append(f"{label} on {failed}")
+    return (f"healthy: {len(verdicts)} cycle(s), {evidence} with all three conditions "
+            f"(needs {config.enter_cycles} in a row); {', '.join(reasons)} of {len(verdicts)}")
+
+
+def loop_id_for(path: str | os.PathLike[str]) -> str:
+    """A stable loop id for a session file: its name and a hash of its first 64 KiB (so a copy
+    gets the same id, and a session file that grows keeps it)."""
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            head = f.read(_LOOP_HASH_BYTES)
+    except OSError:
+        head = str(p.resolve()).encode()
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in p.stem)[:_STEM_CHARS]
+    return f"{LOOP_ID_PREFIX}-{stem}-{xxhash.xxh3_64_hexdigest(head)[:12]}"
+
+
+def message_counts(before: Sequence[Message], after: Sequence[Message]) -> MessageCounts:
+    """Kept / dropped / added by content. When `after` keeps every index of `before` with the same
+    role (an edit in place, as SWE-agent's elided outputs), a changed message counts as elided
+    (shorter) or rewritten instead of dropped and added."""
+    left = Counter(m.digest for m in before)
+    right = Counter(m.digest for m in after)
+    kept = sum((left & right).values())
+    elided = rewritten = 0
+    gone, new = left - right, right - left
+    in_place = len(after) >= len(before) and all(b.role == a.role for b, a in zip(before, after, strict=False))
+    for b, a in zip(before, after, strict=False) if in_place else ():
+        if gone.get(b.digest, 0) > 0 and new.get(a.digest, 0) > 0:
+            gone[b.digest] -= 1
+            new[a.digest] -= 1
+            if a.size < b.size:
+                elided += 1
+            else:
+                rewritten += 1
+    return MessageCounts(len(before), len(after), kept, sum(gone.values()), sum(new.values()), elided, rewritten)
+
+
+class Observer:
+    """Told about every event as the audit streams it (the OTLP backfill is one)."""
+
+    def snapshot(self, snapshot: Snapshot) -> None:
+        """A buffer the model was sent."""
+
+    def mutation(self, mutation: Mutation, audit: MutationAudit) -> None:
+        """A mutation and its audit."""
+
+
+class Auditor:
+    """Consumes one session's events in order and keeps the figures of `SessionAudit`."""
+
+    def __init__(self, audit: SessionAudit, registry: LiteralRegistry | None = None) -> None:
+        self.audit = audit
+        self.registry = registry or LiteralRegistry()
+        self.meter = CycleMeter(registry=self.registry)
+        self.detector = ContractionDetector(audit.config)
+        self._pairs_retired = 0
+        self._last: Snapshot | None = None
+
+    def snapshot(self, snap: Snapshot) -> None:
+        if not snap.final:
+            self.audit.steps += 1
+        self._seen(snap.line)
+        self._last = snap
+
+    def mutation(self, m: Mutation) -> MutationAudit:
+        self._seen(m.line)
+        pairs_before, pairs_after = index_pairs(m.before), index_pairs(m.after)
+        self._orphans_in(pairs_before, m.where)
+        self._pairs_retired += len(_paired(pairs_before) - _paired(pairs_after))
+        calls, results = introduced_orphans(pairs_before, pairs_after)
+        figures = self.meter.measure(m.before, m.after)
+        verdict = self.detector.update(figures.d, figures.literals_before, figures.literals_lost)
+        audit = MutationAudit(
+            cycle=verdict.cycle, kind=m.kind, source=m.source, step=m.step, where=m.where, line=m.line,
+            messages=message_counts(m.before, m.after), size_before=m.size_before, size_after=m.size_after,
+            orphaned_calls=tuple(calls), orphaned_results=tuple(results), literals_before=figures.literals_before,
+            lost=tuple(sorted(figures.lost)), verdict=verdict, trigger=m.trigger, pre_tokens=m.pre_tokens,
+            summary_line=m.summary_line, summary_chars=m.summary.size if m.summary is not None else None,
+            details=dict(m.details))
+        self.audit.mutations.append(audit)
+        return audit
+
+    def finish(self, session: Session) -> None:
+        """Close the last epoch (the final buffer, or the last recorded one) and collect the skips."""
+        if self._last is not None:
+            pairs = index_pairs(self._last.messages)
+            self._orphans_in(pairs, self._last.where)
+            self.audit.tool_pairs = pairs.pairs + self._pairs_retired
+            self.audit.pending = len(pairs.pending)
+            self.audit.messages = len(self._last.messages)
+        if not self.audit.records:
+            self.audit.records = self.audit.steps
+        self.audit.skipped = list(session.skipped)
+
+    def _seen(self, line: int | None) -> None:
+        if line is not None and line > self.audit.records:
+            self.audit.records = line
+
+    def _orphans_in(self, pairs: PairIndex, where: str) -> None:
+        for cid in (*pairs.orphan_calls, *pairs.orphan_results):
+            self.audit.buffer_orphans.append((where, cid))
+
+
+def _paired(pairs: PairIndex) -> set[str]:
+    return {cid for cid in pairs.calls if cid in pairs.results}
+
+
+def audit_session(path: str | os.PathLike[str], format: str | None = None, *, strict: bool = False,
+                  config: DetectorConfig | None = None,
+                  observer_for: Callable[[SessionAudit], Observer] | None = None,
+                  registry: LiteralRegistry | None = None) -> SessionAudit:
+    """Audit one session file. An unreadable file gives a `SessionAudit` with `error` set (one line
+    naming the file and, where known, the line), never an exception. `observer_for(audit)`, once
+    the format is known, gives an `Observer` told about every event as it streams by."""
+    audit = SessionAudit(str(path), loop_id_for(path), config or DetectorConfig())
+    try:
+        session = read_session(path, format, strict=strict)
+        audit.format = session.format
+        audit.bytes = session.path.stat().st_size
+        auditor = Auditor(audit, registry)
+        observer = observer_for(audit) if observer_for is not None else None
+        for event in session:
+            if isinstance(event, Mutation):
+                result = auditor.mutation(event)
+                if observer is not None:
+                    observer.mutation(event, result)
+            else:
+                auditor.snapshot(event)
+                if observer is not None:
+                    observer.snapshot(event)
+        auditor.finish(session)
+    except InvalidContextError as exc:
+        audit.error = str(exc)
+    except OSError as exc:
+        audit.error = f"{path}: cannot be read ({exc.strerror or exc})"
+    except Exception as exc:  # noqa: BLE001 - one line naming the file, never a traceback
+        audit.error = f"{path}: cannot be audited ({type(exc).__name__}: {exc})"
+    return audit

@@ -1,0 +1,125 @@
+"""``ctxwatch replay --otlp URL``: the spans a guard would have produced, backfilled over OTLP/HTTP.
+
+`Backfill` is an audit `Observer`: for every step at which the recorded buffer grew it emits an
+``append`` span, and for every recorded mutation a span of that mutation's kind, both through
+`ctxwatch.telemetry.MutationTelemetry` — the very code the guard ends its spans with — from a
+`Report` carrying the audit's figures (sizes, literals before and lost, orphans, hash distance,
+contraction state). A recorded mutation was applied by the agent, so its decision is ``patch``;
+what the guard would have refused is listed in ``ctxwatch.warnings``. A monitor fed these spans
+rebuilds the same detector state as the replay's own verdict.
+
+Every span carries the session's loop id (`audit.loop_id_for`: a stable id derived from the
+file), the agent name (the session format unless given) and the service name. Spans are flushed
+every `flush_every` spans, so a long session never overflows the exporter's queue.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ..literals import LiteralRegistry
+from ..model import Message
+from ..report import Report
+from ..sessions import Mutation, Snapshot
+from ..telemetry import MutationTelemetry, error_count
+from .audit import MutationAudit, Observer, SessionAudit
+
+if TYPE_CHECKING:
+    from ..otlp import OtlpPipeline
+
+DEFAULT_SERVICE = "ctxwatch-replay"
+FLUSH_EVERY = 512
+TIMEOUT_S = 5.0
+
+
+class BackfillError(RuntimeError):
+    """The OTLP endpoint could not be reached or refused the spans (one line, names the URL)."""
+
+
+def _size(messages: tuple[Message, ...]) -> int:
+    return sum(m.size for m in messages)
+
+
+class Backfill(Observer):
+    """Emits one span per recorded step and mutation of one session."""
+
+    def __init__(self, pipeline: OtlpPipeline, *, loop_id: str, agent: str, service: str,
+                 registry: LiteralRegistry, flush_every: int = FLUSH_EVERY) -> None:
+        self.pipeline = pipeline
+        self.telemetry = MutationTelemetry(pipeline.tracer_provider, pipeline.meter_provider, capture_content=False)
+        self.loop_id, self.agent, self.service = loop_id, agent, service
+        self.registry = registry
+        self.flush_every = flush_every
+        self.current: tuple[Message, ...] = ()
+        self.cycles = 0
+        self.state = "healthy"
+        self.spans = 0
+
+    def snapshot(self, snapshot: Snapshot) -> None:
+        self._grow_to(snapshot.messages)
+
+    def mutation(self, mutation: Mutation, audit: MutationAudit) -> None:
+        self._grow_to(mutation.before)
+        self.cycles, self.state = audit.cycle, audit.verdict.state
+        findings = [replace(f, action="warn") for f in audit.findings()]
+        v = audit.verdict
+        self._emit(Report(
+            loop_id=self.loop_id, kind=audit.kind, decision="patch", findings=findings,
+            messages_before=len(mutation.before), messages_after=len(mutation.after), pass_number=audit.cycle,
+            pass_cap=None, agent=self.agent, size_before=audit.size_before, size_after=audit.size_after,
+            hash_distance=v.d, literals_before=v.literals_before, literals_lost=v.literals_lost,
+            lost_literals=frozenset(audit.lost), orphans_tool_use=len(audit.orphaned_calls),
+            orphans_tool_result=len(audit.orphaned_results), contraction_state=v.state))
+        self.current = mutation.after
+
+    def _grow_to(self, messages: tuple[Message, ...]) -> None:
+        if messages == self.current:
+            return
+        before = self.current
+        self._emit(Report(
+            loop_id=self.loop_id, kind="append", decision="patch", findings=[], messages_before=len(before),
+            messages_after=len(messages), pass_number=self.cycles, pass_cap=None, agent=self.agent,
+            size_before=_size(before), size_after=_size(messages),
+            literals_before=len(self.registry.of_all(before)), contraction_state=self.state))
+        self.current = messages
+
+    def _emit(self, report: Report) -> None:
+        handle = self.telemetry.start(loop_id=self.loop_id, kind=report.kind, pass_number=report.pass_number,
+                                      agent=self.agent, service=self.service)
+        handle.end(report)
+        self.spans += 1
+        if self.spans % self.flush_every == 0:
+            self.pipeline.force_flush(TIMEOUT_S)
+
+
+class Exporter:
+    """The OTLP pipeline of one ``--otlp`` run, and whether its exports all went through."""
+
+    def __init__(self, url: str, service: str) -> None:
+        from ..otlp import build  # needs ctxwatch[otlp]
+
+        # The SDK logs every retry over several lines; `close` reports the outcome in one.
+        logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
+        self.url = url
+        self.service = service
+        self._errors = error_count()
+        self.pipeline = build(endpoint=url, service_name=service, with_metrics=False, timeout_s=TIMEOUT_S,
+                              max_queue_size=4 * FLUSH_EVERY, max_export_batch_size=FLUSH_EVERY)
+        if self.pipeline.tracer_provider is None:
+            raise BackfillError(f"--otlp {url}: tracing is switched off in this environment "
+                                "(OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none)")
+
+    def observer(self, audit: SessionAudit, *, agent: str | None, registry: LiteralRegistry) -> Backfill:
+        """The observer that backfills one session (its agent: `agent`, else the session format)."""
+        return Backfill(self.pipeline, loop_id=audit.loop_id, agent=agent or audit.format or "unknown",
+                        service=self.service, registry=registry)
+
+    def close(self) -> None:
+        """Flush and stop; BackfillError when any export failed or did not finish in time."""
+        finished = self.pipeline.shutdown(2 * TIMEOUT_S)
+        failed = error_count() - self._errors
+        if failed or not finished:
+            raise BackfillError(f"--otlp {self.url}: {failed or 'some'} span export(s) failed "
+                                "(is a monitor or collector listening there?)")

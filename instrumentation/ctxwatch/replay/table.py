@@ -1,0 +1,143 @@
+"""The terminal output of ``ctxwatch replay``: per session a header, one row per mutation, the
+lost literals, the verdict and the findings; a closing summary line.
+
+On a terminal with ``rich`` installed (it comes with ``ctxwatch[monitor]``) the tables are drawn
+by rich; otherwise — a pipe, a file, CI, or a base install without rich — as aligned plain text.
+Both renderings take their cells from `mutation_row`, so they show the same figures.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
+
+from .audit import MutationAudit, SessionAudit
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+HEADERS = ("#", "where", "kind", "source", "messages", "kept/dropped/added/elided", "size (chars)",
+           "orphans", "literals lost", "d", "r", "state")
+_RIGHT = frozenset({0, 4, 6, 7, 8, 9, 10})
+
+
+def quote(literal: str, limit: int = 60) -> str:
+    """A literal as a JSON string (so spaces and escapes are visible), cut to `limit` characters."""
+    cut = literal if len(literal) <= limit else literal[: limit - 1] + "…"
+    return json.dumps(cut, ensure_ascii=False)
+
+
+def mutation_row(m: MutationAudit) -> tuple[str, ...]:
+    c, v = m.messages, m.verdict
+    state = v.state + (" (entered)" if v.entered else " (left)" if v.left else "")
+    return (str(m.cycle), m.where, m.kind, m.source, f"{c.before} -> {c.after}",
+            f"{c.kept}/{c.dropped}/{c.added}/{c.elided}", f"{m.size_before:,} -> {m.size_after:,}",
+            str(m.orphans), f"{v.literals_lost}/{v.literals_before}", f"{v.d:.3f}", f"{v.r:.3f}", state)
+
+
+def session_header(a: SessionAudit) -> str:
+    if not a.readable:
+        return f"UNREADABLE: {a.error}"
+    skipped = f", {len(a.skipped)} skipped" if a.skipped else ""
+    return (f"{a.format}, {a.records:,} records, {a.steps} steps, {a.messages} messages at the end, "
+            f"{a.tool_pairs} tool pairs ({a.pending} pending), {len(a.mutations)} mutation(s){skipped}")
+
+
+def session_notes(a: SessionAudit, literals_shown: int, fail_on_literal_loss: bool) -> list[str]:
+    """The lines under the table: lost literals, orphans, summaries, verdict, findings."""
+    out = []
+    for m in a.mutations:
+        if m.summary_chars is not None:
+            at = f" at line {m.summary_line}" if m.summary_line is not None else ""
+            out.append(f"cycle {m.cycle}: summary of {m.summary_chars:,} chars{at}"
+                       + (f", trigger {m.trigger}" if m.trigger else "")
+                       + (f", {m.pre_tokens:,} tokens before" if m.pre_tokens is not None else ""))
+        if m.orphans:
+            out.append(f"cycle {m.cycle}: orphaned calls {list(m.orphaned_calls)}, "
+                       f"orphaned results {list(m.orphaned_results)}")
+        if m.lost and literals_shown:
+            shown = ", ".join(quote(v) for v in m.lost[:literals_shown])
+            more = f" (+{len(m.lost) - literals_shown} more)" if len(m.lost) > literals_shown else ""
+            out.append(f"cycle {m.cycle}: lost {len(m.lost)} literal(s): {shown}{more}")
+    if a.buffer_orphans:
+        shown = ", ".join(f"{i} ({w})" for w, i in a.buffer_orphans[:5])
+        out.append(f"unpaired tool ids in recorded buffers (not caused by a mutation): {shown}"
+                   + (f" (+{len(a.buffer_orphans) - 5} more)" if len(a.buffer_orphans) > 5 else ""))
+    out.append(f"verdict: {a.explain()}")
+    findings = a.findings(fail_on_literal_loss)
+    out.append("findings: " + ("none" if not findings else
+                               "; ".join(f"[{f.invariant}] {f.message}" for f in findings)))
+    return out
+
+
+def summary_line(audits: Sequence[SessionAudit], exit_code: int, fail_on_literal_loss: bool) -> str:
+    unreadable = sum(not a.readable for a in audits)
+    findings = sum(bool(a.findings(fail_on_literal_loss)) for a in audits)
+    mutations = sum(len(a.mutations) for a in audits)
+    return (f"{len(audits)} session(s), {mutations} mutation(s): {findings} with findings, "
+            f"{unreadable} unreadable (exit {exit_code})")
+
+
+def render_plain(audits: Sequence[SessionAudit], out: TextIO, *, exit_code: int, literals_shown: int,
+                 fail_on_literal_loss: bool) -> None:
+    for a in audits:
+        out.write(f"\n{a.path}\n  {session_header(a)}\n")
+        if not a.readable:
+            continue
+        if a.mutations:
+            rows = [HEADERS] + [mutation_row(m) for m in a.mutations]
+            widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
+            for row in rows:
+                cells = [cell.rjust(w) if i in _RIGHT else cell.ljust(w)
+                         for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
+                out.write("  " + "  ".join(cells).rstrip() + "\n")
+        else:
+            out.write("  no context mutation: the buffer only grew\n")
+        for note in session_notes(a, literals_shown, fail_on_literal_loss):
+            out.write(f"  {note}\n")
+    out.write("\n" + summary_line(audits, exit_code, fail_on_literal_loss) + "\n")
+
+
+def render_rich(audits: Sequence[SessionAudit], console: Console, *, exit_code: int, literals_shown: int,
+                fail_on_literal_loss: bool) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    for a in audits:
+        console.print()
+        console.print(f"[bold]{escape(a.path)}[/bold]", highlight=False)
+        console.print(("  [red]" if not a.readable else "  ") + escape(session_header(a)), highlight=False)
+        if not a.readable:
+            continue
+        if a.mutations:
+            table = Table(show_edge=False, pad_edge=False)
+            for i, header in enumerate(HEADERS):
+                table.add_column(header, justify="right" if i in _RIGHT else "left",
+                                 overflow="fold")
+            for m in a.mutations:
+                style = "red" if m.orphans or m.verdict.state == "contracting" else None
+                table.add_row(*(escape(cell) for cell in mutation_row(m)), style=style)
+            console.print(table)
+        else:
+            console.print("  no context mutation: the buffer only grew")
+        for note in session_notes(a, literals_shown, fail_on_literal_loss):
+            console.print("  " + escape(note), soft_wrap=True, highlight=False)
+    console.print()
+    console.print(escape(summary_line(audits, exit_code, fail_on_literal_loss)), highlight=False)
+
+
+def render(audits: Sequence[SessionAudit], out: TextIO, *, exit_code: int, literals_shown: int = 10,
+           fail_on_literal_loss: bool = False) -> None:
+    """Write the audits to `out`: with rich on a terminal when it is installed, else as plain text."""
+    options = {"exit_code": exit_code, "literals_shown": literals_shown, "fail_on_literal_loss": fail_on_literal_loss}
+    try:
+        from rich.console import Console
+    except ImportError:
+        render_plain(audits, out, **options)
+        return
+    console = Console(file=out)
+    if console.is_terminal:
+        render_rich(audits, console, **options)
+    else:
+        render_plain(audits, out, **options)

@@ -1,0 +1,145 @@
+"""Issue 7 "Must show", bad input: truncated or corrupt lines, unknown formats, binary and empty
+files, a missing file, multi-GB files — a one-line message naming the file (and the line where
+there is one), exit 2 or a reported skip, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from replay_fixtures import ctxwatch, replay_json
+
+
+def one(corpus: Path, pattern: str) -> Path:
+    (path,) = corpus.glob(pattern)
+    return path
+
+
+def problems(stderr: str) -> list[str]:
+    """The lines of stderr; each must be one self-contained message, never a traceback."""
+    assert "Traceback" not in stderr, stderr
+    return [line for line in stderr.splitlines() if line]
+
+
+def first_lines(corpus: Path, n: int) -> list[str]:
+    return one(corpus, "claude-code__marot-spotter__*.jsonl").read_text(encoding="utf-8").splitlines()[:n]
+
+
+def test_truncated_last_line_is_a_reported_skip_or_exit_2_with_strict(corpus: Path, tmp_path: Path) -> None:
+    lines = first_lines(corpus, 800)
+    path = tmp_path / "truncated.jsonl"
+    path.write_text("\n".join(lines[:799]) + "\n" + lines[799][: len(lines[799]) // 2], encoding="utf-8")
+    code, doc, err = replay_json(path)
+    assert code == 0
+    (problem,) = problems(err)
+    assert problem.startswith(f"ctxwatch replay: {path}, line 800: skipped: truncated JSON")
+    assert doc["sessions"][0]["skipped"][0]["line"] == 800
+    assert doc["sessions"][0]["mutations"][0]["line"] == 714  # the rest of the file was read
+    strict = ctxwatch("replay", path, "--strict")
+    assert strict.returncode == 2
+    (problem,) = problems(strict.stderr)
+    assert problem.startswith(f"ctxwatch replay: {path}, line 800: truncated JSON")
+
+
+def test_corrupt_and_non_utf8_lines_are_skipped_by_line(corpus: Path, tmp_path: Path) -> None:
+    lines = [line.encode() for line in first_lines(corpus, 60)]
+    lines[20] = b'{"type": "user", "message": {"role": "user", "content": "x"}} trailing garbage'
+    lines[40] = b'{"type":"user","message":{"role":"user","content":"caf\xe9"}}'
+    path = tmp_path / "corrupt.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    proc = ctxwatch("replay", path)
+    assert proc.returncode == 0
+    assert problems(proc.stderr) == [f"ctxwatch replay: {path}, line 21: skipped: corrupt JSON (Extra data, column 63)",
+                                     f"ctxwatch replay: {path}, line 41: skipped: not UTF-8 text"]
+    assert "2 skipped" in proc.stdout
+
+
+@pytest.mark.parametrize(("name", "content", "reason"), [
+    ("unknown.jsonl", b'{"event": "login", "user": 7}\n{"event": "logout", "user": 7}\n',
+     "unrecognised session format"),
+    ("unknown.json", json.dumps({"results": [1, 2, 3]}).encode(), "unrecognised session format"),
+    ("binary.jsonl", bytes(range(256)) * 64, "is a binary file"),
+    ("empty.jsonl", b"", "is empty"),
+    ("blank.jsonl", b"\n\n   \n", "is empty"),
+    ("corrupt.traj", b'{"trajectory": [{"messages": [}\n', "corrupt JSON"),
+])
+def test_unreadable_files_exit_2_with_one_line(tmp_path: Path, name: str, content: bytes, reason: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    proc = ctxwatch("replay", path)
+    assert proc.returncode == 2
+    (problem,) = problems(proc.stderr)
+    assert problem.startswith(f"ctxwatch replay: {path}") and reason in problem
+    assert "UNREADABLE" in proc.stdout and "(exit 2)" in proc.stdout
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.jsonl"
+    proc = ctxwatch("replay", missing, tmp_path)
+    assert proc.returncode == 2
+    assert problems(proc.stderr) == [f"ctxwatch replay: {missing}: no such file",
+                                     f"ctxwatch replay: {tmp_path}: is a directory, not a session file"]
+
+
+def test_one_bad_file_does_not_hide_the_good_ones(corpus: Path, tmp_path: Path) -> None:
+    good = one(corpus, "openhands__*.json")
+    code, doc, err = replay_json(tmp_path / "missing.jsonl", good)
+    assert code == 2 and len(problems(err)) == 1
+    assert [s["status"] for s in doc["sessions"]] == ["unreadable", "ok"]
+    assert doc["sessions"][1]["tool_pairs"]["paired"] == 1
+
+
+def test_multi_gb_sparse_file_is_refused_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "huge.jsonl"
+    with path.open("wb") as f:
+        f.truncate(4 << 30)  # 4 GiB of zeros, no disk used
+    proc = ctxwatch("replay", path, timeout=60)
+    assert proc.returncode == 2
+    (problem,) = problems(proc.stderr)
+    assert problem == f"ctxwatch replay: {path}: is a binary file, not JSON or JSONL"
+
+
+def test_multi_gb_file_with_a_valid_head_skips_its_overlong_line(corpus: Path, tmp_path: Path) -> None:
+    """A recording cut off and padded to 2 GiB (as a crashed writer leaves it): the readable part
+    is audited, the rest is one over-long line reported as skipped; memory stays bounded."""
+    path = tmp_path / "padded.jsonl"
+    path.write_text("\n".join(first_lines(corpus, 720)) + "\n", encoding="utf-8")
+    with path.open("r+b") as f:
+        f.truncate(2 << 30)
+    code, doc, err = replay_json(path, timeout=300)
+    assert code == 0
+    (problem,) = problems(err)
+    assert problem == f"ctxwatch replay: {path}, line 721: skipped: line longer than 67108864 bytes"
+    assert doc["sessions"][0]["mutations"][0]["line"] == 714
+
+
+def test_single_document_over_the_size_cap_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "big.traj"
+    path.write_bytes(b'{"trajectory": [' + b" " * 70_000)
+    with path.open("r+b") as f:
+        f.truncate(300 << 20)
+    proc = ctxwatch("replay", path, timeout=60)
+    assert proc.returncode == 2
+    (problem,) = problems(proc.stderr)
+    assert problem == f"ctxwatch replay: {path}: is 300 MiB, over the 256 MiB limit for single-document formats " \
+                      "(raise max_document_bytes to read it)"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ([], "the following arguments are required: PATH"),
+    (["x.jsonl", "--format", "word"], "invalid choice: 'word'"),
+    (["x.jsonl", "--literals", "-1"], "--literals must be >= 0"),
+    (["x.jsonl", "--otlp", "127.0.0.1:4318"], "--otlp expects an http:// or https:// URL"),
+])
+def test_bad_usage_exits_2(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "x.jsonl").write_text("[]\n")
+    proc = ctxwatch("replay", *args, cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_unwritable_html_target_exits_2(corpus: Path, tmp_path: Path) -> None:
+    proc = ctxwatch("replay", one(corpus, "openhands__*.json"), "--html", tmp_path / "no" / "such" / "dir.html")
+    assert proc.returncode == 2
+    (problem,) = problems(proc.stderr)
+    assert problem.startswith(f"ctxwatch replay: --html {tmp_path}/no/such/dir.html: cannot write")

@@ -1,0 +1,95 @@
+"""Issue 7 §2 `--otlp URL`: the guard's spans backfilled into a real monitor subprocess
+(`python -m ctxwatch_monitor --port 0 --state :memory:`) over real OTLP/HTTP on 127.0.0.1; the
+monitor then tracks each session's loop, and its detector (record 003) reaches the replay's verdict."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from replay_fixtures import ctxwatch, replay_json, write_snapshots
+
+from ctxwatch.demo.monitor_process import MonitorClient, MonitorProcess
+from ctxwatch.simulate.loops import absorption_loop
+
+
+@pytest.fixture
+def monitor() -> Iterator[MonitorClient]:
+    process = MonitorProcess(0, Path(":memory:"))
+    try:
+        yield process.client
+    finally:
+        process.close()
+
+
+def loop_detail(client: MonitorClient, loop_id: str) -> dict:
+    url = f"{client.url}/api/loops/{urllib.parse.quote(loop_id, safe='')}"
+    with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - loopback
+        return json.loads(resp.read())
+
+
+def test_backfill_into_a_monitor(monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
+    contracting = write_snapshots(tmp_path / "absorbing.jsonl",
+                                  [b for c in absorption_loop(2).cycles for b in (c.pre, c.post)])
+    files = [*sorted(p for p in corpus.iterdir() if p.suffix != ".md"), contracting]
+    proc = ctxwatch("replay", *files, "--otlp", monitor.url)
+    assert proc.returncode == 1 and proc.stderr == ""  # 1: the absorbing loop's contraction
+    _, doc, _ = replay_json(*files)
+
+    loops = {loop["loop_id"]: loop for loop in monitor.loops()}
+    assert set(loops) == {s["loop_id"] for s in doc["sessions"]}
+    for session in doc["sessions"]:
+        loop = loops[session["loop_id"]]
+        assert (loop["agent"], loop["service"]) == (session["format"], "ctxwatch-replay")
+        assert loop["cycles"] == len(session["mutations"])
+        assert loop["state"] == session["verdict"]["state"]
+        detail = loop_detail(monitor, session["loop_id"])
+        rewrites = [c for c in detail["history"] if c["kind"] != "append"]
+        assert [c["kind"] for c in rewrites] == [m["kind"] for m in session["mutations"]]
+        for cycle, m in zip(rewrites, session["mutations"], strict=True):
+            assert cycle["decision"] == "patch"
+            assert cycle["d"] == pytest.approx(m["hash_distance"], abs=1e-6)
+            assert (cycle["literals_before"], cycle["literals_lost"]) == (m["literals"]["before"],
+                                                                           m["literals"]["lost"])
+
+    claude = next(s for s in doc["sessions"] if "marot-spotter" in s["path"])
+    assert loops[claude["loop_id"]]["cycles"] == 1
+    openhands = next(s for s in doc["sessions"] if s["format"] == "openhands")
+    assert loops[openhands["loop_id"]]["cycles"] == 0  # only appends: tracked, nothing to judge
+    absorbing = doc["sessions"][-1]
+    assert loops[absorbing["loop_id"]]["state"] == "contracting"
+    assert loops[absorbing["loop_id"]]["flagged_cycle"] == absorbing["verdict"]["entered_at"]
+    assert loops[absorbing["loop_id"]]["onset"] == absorbing["verdict"]["onset"]
+
+
+def test_loop_id_is_derived_from_the_file_and_agent_can_be_named(monitor: MonitorClient, corpus: Path,
+                                                                 tmp_path: Path) -> None:
+    (original,) = corpus.glob("openhands__*.json")
+    copy = tmp_path / "elsewhere" / original.name
+    copy.parent.mkdir()
+    shutil.copy(original, copy)
+    _, doc, _ = replay_json(original, copy)
+    first, second = doc["sessions"]
+    assert first["loop_id"] == second["loop_id"] and first["loop_id"].startswith("replay-openhands__")
+    proc = ctxwatch("replay", copy, "--otlp", monitor.url, "--agent", "triage-bot", "--service", "audits")
+    assert proc.returncode == 0, proc.stderr
+    (loop,) = monitor.loops()
+    assert (loop["loop_id"], loop["agent"], loop["service"]) == (first["loop_id"], "triage-bot", "audits")
+
+
+def test_unreachable_endpoint_exits_2_with_one_line(corpus: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block ends: nothing listens there
+    (path,) = corpus.glob("openhands__*.json")
+    proc = ctxwatch("replay", path, "--otlp", f"http://127.0.0.1:{port}", timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert lines == [f"ctxwatch replay: --otlp http://127.0.0.1:{port}: 1 span export(s) failed "
+                     "(is a monitor or collector listening there?)"]
