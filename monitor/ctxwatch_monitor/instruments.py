@@ -13,6 +13,7 @@ from operator import itemgetter
 
 from ctxwatch import semconv
 
+from . import wire
 from .labels import BoundedLabel
 from .metrics import Counter, Family, Gauge, Histogram, Key, MetricSet
 from .records import AGENT_NAME, MutationRecord
@@ -22,6 +23,7 @@ _VECTOR_INDEX = {semconv.MUTATION_KIND: 0, semconv.DECISION: 1, AGENT_NAME: 2, s
                  semconv.ORPHAN_SIDE: 4, semconv.INVARIANT: 4}
 _DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 LOOP_LABELS = ("service", "agent", "state")
+EVICTION_REASONS = ("ttl", "cap")  # not seen within the TTL; least recently seen past the cap
 
 
 def _family(spec: semconv.MetricSpec) -> Counter | Histogram:
@@ -82,6 +84,11 @@ class Instruments:
                                            "Time to commit one request's changes to the state database.",
                                            buckets=_DURATION_BUCKETS)
         self.inflight = Gauge("ctxwatch_monitor_inflight_requests", "Ingest requests admitted and not yet answered.")
+        # every known label value starts at 0, so rate() sees the first event and panels have data
+        for encoding in (wire.PROTOBUF, wire.JSON):
+            self.decode_errors.inc((encoding,), 0)
+        for reason in EVICTION_REASONS:
+            self.evictions.inc((reason,), 0)
         families: list[Family] = [f.family for f in fleet]
         families += [self.onsets, self.loops, self.requests, self.request_duration, self.spans_accepted,
                      self.spans_rejected, self.spans_ignored, self.decode_errors, self.loops_tracked,

@@ -153,6 +153,12 @@ def test_live_page_lists_loops_draws_the_chart_and_updates(tmp_path: Path, brows
         browser.wait_for(f"document.querySelector('#d-line').dataset.points === '{len(contracting_cycles()) + 1}'")
         assert browser.evaluate("Number(document.getElementById('status').dataset.refreshes)") >= 2
         browser.screenshot(tmp_path / "live-page-updated.png")
+
+        # the deep links the Grafana boards use: ?agent= lists one agent's loops, ?loop= selects one
+        browser.open(f"{monitor.url}/?refresh=500&agent=planner&loop=page-healthy#token={TOKEN}")
+        browser.wait_for("document.querySelector('#chart').dataset.loopId === 'page-healthy'")
+        listed = browser.evaluate("[...document.querySelectorAll('#loops tbody tr')].map(r => r.dataset.loopId)")
+        assert listed == ["page-healthy"]
         sender.close()
     finally:
         monitor.stop()

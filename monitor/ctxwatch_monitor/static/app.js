@@ -2,9 +2,11 @@
 // list and an SVG chart of d_t against r_t (onset marked) for the selected loop. No dependencies.
 "use strict";
 
-const REFRESH_MS = Number(new URLSearchParams(location.search).get("refresh")) || 2000;
+// Deep links (from the Grafana boards): ?loop=ID selects a loop, ?agent=NAME lists only that agent's loops.
+const PARAMS = new URLSearchParams(location.search);
+const REFRESH_MS = Number(PARAMS.get("refresh")) || 2000;
 const SVG_NS = "http://www.w3.org/2000/svg";
-const page = { token: null, selected: null, timer: null };
+const page = { token: null, selected: PARAMS.get("loop"), agent: PARAMS.get("agent"), timer: null };
 
 function readToken() {
   const match = location.hash.match(/token=([^&]+)/);
@@ -138,7 +140,9 @@ async function select(loopId) {
 
 async function refresh() {
   try {
-    const [fleet, alarms, loops] = await Promise.all([api("/api/fleet"), api("/api/alarms"), api("/api/loops?limit=50")]);
+    const agentFilter = page.agent ? "&agent=" + encodeURIComponent(page.agent) : "";
+    const [fleet, alarms, loops] = await Promise.all([api("/api/fleet"), api("/api/alarms"),
+      api("/api/loops?limit=50" + agentFilter)]);
     renderFleet(fleet);
     renderAlarms(alarms.alarms);
     if (!page.selected) {
