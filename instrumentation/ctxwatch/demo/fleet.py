@@ -95,7 +95,10 @@ class DemoLoop:
         raise NotImplementedError
 
     def _check(self, proposal: list[Message], kind: str) -> Report:
-        report = self.guard.check(proposal, kind=kind)
+        return self._follow(self.guard.check(proposal, kind=kind))
+
+    def _follow(self, report: Report) -> Report:
+        """Count the guard's decision and act on it: use the new context on patch, stop on halt."""
         self.tally.add(report)
         if report.decision == "patch":
             self.buffer = list(self.guard.context.messages)
@@ -109,12 +112,7 @@ class DemoLoop:
         if report.decision == "defer":
             applied = self.guard.session_boundary()
             if applied is not None:
-                self.tally.add(applied)
-                if applied.decision == "patch":
-                    self.buffer = list(self.guard.context.messages)
-                elif applied.decision == "halt":
-                    self.tally.halted_at = self.tally.cycles
-                return applied
+                return self._follow(applied)
         return report
 
 
