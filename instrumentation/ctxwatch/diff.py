@@ -45,7 +45,7 @@ class Change:
     def between(cls, before: Context, after: tuple[Message, ...], kind: str,
                 before_digests: list[int] | None = None) -> Change:
         digests = before.digests if before_digests is None else before_digests
-        return cls(before, after, kind, digests, [m.digest for m in after])
+        return cls(before, after, kind, digests, [m._digest or m.digest for m in after])
 
     # --- shape -----------------------------------------------------------------------------
     @cached_property
@@ -99,9 +99,11 @@ class Change:
     def _pick(self, messages, digests, wanted: Counter) -> list[tuple[int, Message]]:
         if not wanted:
             return []
+        end = len(digests) - self.suffix_len
+        if len(wanted) == sum(wanted.values()):  # each wanted digest once: a membership test suffices
+            return [(i, messages[i]) for i in range(self.prefix_len, end) if digests[i] in wanted]
         left = Counter(wanted)
         out = []
-        end = len(digests) - self.suffix_len
         for i in range(self.prefix_len, end):
             d = digests[i]
             if left.get(d, 0) > 0:

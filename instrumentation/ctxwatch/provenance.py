@@ -43,7 +43,7 @@ class ProvenanceEntry:
     @staticmethod
     def compute_hash(fields: dict) -> str:
         """SHA-256 over the fields in a fixed order, each as JSON (so a changed type changes the hash)."""
-        body = "\x1f".join(json.dumps(fields.get(k)) for k in _HASHED_FIELDS)
+        body = json.dumps([fields.get(k) for k in _HASHED_FIELDS], separators=(",", ":"))
         return hashlib.sha256(body.encode()).hexdigest()
 
 
