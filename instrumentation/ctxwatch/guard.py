@@ -30,7 +30,7 @@ from .directives import DEFAULT_MARKERS, find_directives
 from .errors import InvalidContextError, NonMonotonicRewriteError
 from .fingerprint import Fingerprinter, distance
 from .formats import FormatBridge
-from .invariants.pairing import PairIndex, check_pairing, index_pairs, introduced_orphans
+from .invariants.pairing import PairIndex, check_pairing, index_pairs, introduced_orphans, strict_for
 from .invariants.plan import Plan, check_barrier, check_plan, pin_lines
 from .invariants.policy import PolicyRegion, PolicySelector, check_pass_cap
 from .invariants.references import SymbolIndex
@@ -333,7 +333,7 @@ class ContextGuard:
 
     def _evaluate(self, change: Change, tools: list[ToolSchema] | None, rendered: Any, rewrite: bool,
                   prefix_change_allowed: bool) -> tuple[Report, PairIndex, Any]:
-        after_pairs = index_pairs(change.after)
+        after_pairs = index_pairs(change.after, strict=strict_for(self.bridge.format))
         orphans = introduced_orphans(self._pairs, after_pairs)
         findings: list[Finding] = []
         figures: dict[str, Any] = {}
@@ -500,7 +500,7 @@ class ContextGuard:
         if self._tracks_fingerprint:
             self._fp = fp_after if fp_after is not None else self._fp.updated(removed, added)
         self._symbols.advance(proposed, removed, added)
-        self._pairs = pairs if pairs is not None else index_pairs(proposed)
+        self._pairs = pairs if pairs is not None else index_pairs(proposed, strict=strict_for(self.bridge.format))
         self.registry.stamp(self._pairs)
         if applied_rewrite:
             self.passes_used += 1

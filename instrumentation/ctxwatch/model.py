@@ -108,7 +108,7 @@ class Message:
     fields the source format carried, so adapters can round-trip them.
     """
 
-    __slots__ = ("role", "parts", "id", "name", "extra", "tool_calls", "call_ids", "result_ids",
+    __slots__ = ("role", "parts", "id", "name", "extra", "tool_calls", "call_ids", "result_ids", "plain",
                  "_canonical", "_digest", "_text")
 
     def __init__(self, role: str, parts: Iterable[Part] | str = (), *, id: str | None = None,
@@ -130,6 +130,8 @@ class Message:
         self.tool_calls: tuple[ToolCall, ...] = tuple(p for p in self.parts if type(p) is ToolCall)
         self.call_ids: tuple[str, ...] = tuple(p.id for p in self.tool_calls)
         self.result_ids: tuple[str, ...] = tuple(p.call_id for p in self.parts if type(p) is ToolResult)
+        # says something besides tool traffic (text, or nothing at all): a call before it is cut off
+        self.plain: bool = not self.parts or any(type(p) is TextPart for p in self.parts)
 
     # --- identity -------------------------------------------------------------------------
     def canonical(self) -> bytes:

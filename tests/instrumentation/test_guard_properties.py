@@ -79,3 +79,15 @@ def test_one_dropped_call_or_result_is_caught_at_any_position(messages, data):
     dropped = messages[drop]
     assert report.orphans_tool_result == (len(dropped.call_ids) if dropped.call_ids else 0)
     assert report.orphans_tool_use == len(dropped.result_ids)
+
+
+@SETTINGS
+@given(conversations(min_rounds=1), st.data())
+def test_a_message_wedged_between_a_call_and_its_result_is_always_refused(messages, data):
+    callers = [i for i, m in enumerate(messages) if m.call_ids]
+    at = data.draw(st.sampled_from(callers)) + 1
+    wedge = Message(data.draw(st.sampled_from(["user", "assistant"])), [TextPart("a summary of earlier turns")])
+    guard = ContextGuard("prop-wedge", pass_cap=None)
+    guard.observe(messages, boundary=0)
+    report = guard.check(messages[:at] + [wedge] + messages[at:], kind="rewrite")
+    assert report.decision == "abort" and "tool_pairing" in report.violations, report.explain()

@@ -213,3 +213,49 @@ def test_default_apply_compacts_history_in_whole_pairs_and_queues_other_prefix_e
     assert out[-1].text.startswith("[ctxwatch] earlier turns were elided")
     patched = [system("You are a support agent. Be brief.")] + list(guard.context.messages[1:])
     assert guard.apply(patched, kind="system_patch") == out and len(guard.deferred) == 1
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_summary_placed_between_a_call_and_its_result_is_refused(fmt):
+    """Providers want the result right after its call (OpenAI: the tool messages after the
+    tool_calls; Anthropic: the next user message): anything in between orphans both."""
+    msgs = record_000_session()
+    guard = new_guard()
+    guard.observe(in_format(msgs, fmt), boundary=0)
+    wedged = msgs[:5] + [user("Summary so far: customer 4411 is Ada Park.")] + msgs[5:]
+    report = guard.check(in_format(wedged, fmt), kind="rewrite")
+    assert report.decision == "abort" and "tool_pairing" in report.violations
+    assert report.orphans_tool_use == 1 and report.orphans_tool_result == 1
+    assert "cut off from its result by message" in report.explain()
+
+
+def test_a_rerank_that_moves_a_turn_between_a_call_and_its_result_is_refused():
+    msgs = record_000_session()
+    guard = new_guard()
+    guard.observe(msgs, boundary=0)
+    moved = msgs[:5] + [msgs[7]] + msgs[5:7] + msgs[8:]
+    report = guard.check(moved, kind="rerank")
+    assert report.decision == "abort" and "tool_pairing" in report.violations
+
+
+def test_a_turn_appended_after_an_unanswered_call_orphans_it_at_that_append():
+    msgs = [system(), user("hi"), assistant("", call("call_a", "query_db", sql="x"))]
+    guard = new_guard()
+    guard.observe(msgs)
+    report = guard.check(msgs + [user("hello?")], kind="append")
+    assert report.decision == "abort" and report.orphans_tool_use == 1
+
+
+def test_parallel_responses_calls_awaiting_a_result_are_pending_and_hold_the_barrier():
+    """OpenAI Responses sends each parallel function_call as its own item: the call still waiting is
+    pending (not an old orphan), so no rewrite runs while it is in flight (record 004)."""
+    items = [{"role": "user", "content": "go and check /etc/app.yaml"},
+             {"type": "function_call", "call_id": "call_a1111", "name": "query_db", "arguments": "{}"},
+             {"type": "function_call", "call_id": "call_b2222", "name": "query_db", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "call_b2222", "output": "ok"}]
+    guard = new_guard(format="openai_responses")
+    guard.observe(items, boundary=0)
+    assert guard.pending_calls == {"call_a1111"}
+    report = guard.check([{"role": "user", "content": "go (summarized)"}] + items[1:], kind="compact")
+    assert report.decision == "abort" and report.violations == ["barrier"]
+    assert "tool_pairing" not in report.warnings        # no false "pre-existing orphan"

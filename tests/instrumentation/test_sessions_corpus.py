@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxwatch.invariants.pairing import index_pairs
+from ctxwatch.invariants.pairing import index_pairs, strict_for
 from ctxwatch.model import Message
 from ctxwatch.sessions import Mutation, Snapshot, detect_session_format, read_session
 
@@ -116,8 +116,11 @@ def test_codex_pairs_and_compacted_record(corpus: Path) -> None:
     carried = {t for m in compaction.after for t in tags.findall(m.text)} & before_tags
     assert len(carried) == 40
     for s in snapshots:
-        pairs = index_pairs(s.messages)
+        # Codex puts developer messages between a function_call and its output: the Responses API
+        # accepts that, so the rollout is paired under the lax rule (and not under the strict one)
+        pairs = index_pairs(s.messages, strict=strict_for("codex"))
         assert not pairs.orphan_calls and not pairs.orphan_results
+    assert any(index_pairs(s.messages).orphan_calls for s in snapshots)
 
 
 def test_swe_agent_buffers_elisions_and_shrink(corpus: Path) -> None:

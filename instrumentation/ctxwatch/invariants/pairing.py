@@ -1,8 +1,16 @@
 """Record 000, pairing integrity: every tool_use has its tool_result and every result its call.
 
-A call in the last tool-calling turn, with no assistant turn after it, is *pending* (its result
-has not arrived yet), not orphaned. Ids are compared exactly; a duplicated call or result id is
-its own finding, since providers reject it just as they reject an orphan.
+Providers require a call's result to follow it directly: OpenAI wants the `tool` messages right
+after the assistant message with `tool_calls`, Anthropic the `tool_result` blocks in the very next
+user message. So a result pairs with its call only when nothing but tool traffic (other calls,
+other results, opaque items such as reasoning) stands between them; a summary or a re-ranked turn
+placed in between orphans both. The Responses API is laxer (recorded Codex sessions carry
+developer messages between a `function_call` and its output), so with ``strict=False`` only the
+model speaking again cuts a call off. A call with nothing but tool traffic after it is *pending*
+(its result has not arrived yet), not orphaned. Consecutive call-only messages count as one turn
+(the Responses API sends each parallel `function_call` as its own item). Ids are compared exactly; a
+duplicated call or result id is its own finding, since providers reject it just as they reject an
+orphan.
 """
 
 from __future__ import annotations
@@ -35,45 +43,58 @@ class PairIndex:
     pending: set[str] = field(default_factory=set)
     orphan_calls: list[str] = field(default_factory=list)     # tool_use_without_result
     orphan_results: list[str] = field(default_factory=list)   # tool_result_without_use
+    separated: dict[str, int] = field(default_factory=dict)   # call id -> index of the message that cut it off
 
     @property
     def pairs(self) -> int:
         return sum(1 for cid in self.calls if cid in self.results)
 
 
-def index_pairs(messages: Sequence[Message]) -> PairIndex:
-    """Index the calls and results of `messages` and classify each as paired, pending or orphaned."""
+# message formats, and session formats that record them, whose results need not follow their calls directly
+LAX_FORMATS = frozenset({"openai_responses", "codex"})
+
+
+def strict_for(format: str | None) -> bool:
+    """Whether pairing in `format` (a message or session format) requires results right after calls."""
+    return format not in LAX_FORMATS
+
+
+def index_pairs(messages: Sequence[Message], *, strict: bool = True) -> PairIndex:
+    """Index the calls and results of `messages` and classify each as paired, pending or orphaned.
+    `strict`: a result must follow its call with only tool traffic between (see the module docstring)."""
     idx = PairIndex()
-    last_call_msg = -1
-    last_assistant = -1
+    waiting: dict[str, int] = {}  # calls of the current tool turn still without a result
     for i, m in enumerate(messages):
-        if m.role == "assistant":
-            last_assistant = i
+        cuts = m.plain and (strict or m.role == "assistant")
         if not (m.call_ids or m.result_ids):
+            if cuts and waiting:
+                _cut_off(idx, waiting, i)
             continue
-        for part in m.tool_calls:
-            if part.id in idx.calls:
-                idx.duplicate_calls.append(part.id)
-            else:
-                idx.calls[part.id] = i
-                idx.call_names[part.id] = part.name
-            last_call_msg = i
         for rid in m.result_ids:
             if rid in idx.results:
                 idx.duplicate_results.append(rid)
             else:
                 idx.results[rid] = i
-    for cid, at in idx.calls.items():
-        if cid in idx.results:
-            if idx.results[cid] < at:  # a result placed before its call answers nothing
-                idx.orphan_results.append(cid)
-                idx.orphan_calls.append(cid)
-        elif at == last_call_msg and last_assistant <= at:
-            idx.pending.add(cid)
-        else:
-            idx.orphan_calls.append(cid)
-    idx.orphan_results.extend(rid for rid in idx.results if rid not in idx.calls)
+            if waiting.pop(rid, None) is None:
+                idx.orphan_results.append(rid)  # no call, a call cut off from it, or a call after it
+        if cuts and waiting:
+            _cut_off(idx, waiting, i)  # text beside the results (or the calls): the turn is over
+        for call in m.tool_calls:
+            if call.id in idx.calls:
+                idx.duplicate_calls.append(call.id)
+            else:
+                idx.calls[call.id] = i
+                idx.call_names[call.id] = call.name
+            waiting[call.id] = i
+    idx.pending = set(waiting)
     return idx
+
+
+def _cut_off(idx: PairIndex, waiting: dict[str, int], at: int) -> None:
+    for cid in waiting:
+        idx.orphan_calls.append(cid)
+        idx.separated[cid] = at
+    waiting.clear()
 
 
 def introduced_orphans(before: PairIndex, after: PairIndex) -> tuple[list[str], list[str]]:
@@ -130,6 +151,9 @@ def _describe(ids: list[str], idx: PairIndex, before: PairIndex) -> str:
     for cid in ids[:8]:
         at = idx.calls.get(cid, idx.results.get(cid))
         name = idx.call_names.get(cid) or before.call_names.get(cid)
-        shown.append(f"{cid}" + (f" ({name})" if name else "") + (f" at message {at}" if at is not None else ""))
+        cut = idx.separated.get(cid)
+        shown.append(f"{cid}" + (f" ({name})" if name else "") + (f" at message {at}" if at is not None else "")
+                     + (f", cut off from its result by message {cut}" if cut is not None and cid in idx.results
+                        else ""))
     more = f" and {len(ids) - 8} more" if len(ids) > 8 else ""
     return "[" + ", ".join(shown) + more + "]"

@@ -31,7 +31,7 @@ import xxhash
 
 from ..contraction import ContractionDetector, CycleVerdict, DetectorConfig
 from ..errors import InvalidContextError
-from ..invariants.pairing import PairIndex, index_pairs, introduced_orphans
+from ..invariants.pairing import PairIndex, index_pairs, introduced_orphans, strict_for
 from ..literals import LiteralRegistry
 from ..model import Message
 from ..report import Finding
@@ -226,7 +226,8 @@ class Auditor:
 
     def mutation(self, m: Mutation) -> MutationAudit:
         self._seen(m.line)
-        pairs_before, pairs_after = index_pairs(m.before), index_pairs(m.after)
+        strict = strict_for(self.audit.format)
+        pairs_before, pairs_after = index_pairs(m.before, strict=strict), index_pairs(m.after, strict=strict)
         self._orphans_in(pairs_before, m.where)
         self._pairs_retired += len(_paired(pairs_before) - _paired(pairs_after))
         calls, results = introduced_orphans(pairs_before, pairs_after)
@@ -245,7 +246,7 @@ class Auditor:
     def finish(self, session: Session) -> None:
         """Close the last epoch (the final buffer, or the last recorded one) and collect the skips."""
         if self._last is not None:
-            pairs = index_pairs(self._last.messages)
+            pairs = index_pairs(self._last.messages, strict=strict_for(self.audit.format))
             self._orphans_in(pairs, self._last.where)
             self.audit.tool_pairs = pairs.pairs + self._pairs_retired
             self.audit.pending = len(pairs.pending)
