@@ -313,6 +313,8 @@ class ContextGuard:
         if kind not in MUTATION_KINDS:
             raise ValueError(f"kind must be one of {', '.join(MUTATION_KINDS)}; got {kind!r}")
         change.kind = kind
+        if tools is not None and not self.registry.changes(tools):
+            tools = None  # the same tool list sent again (runtimes send it with every request): no change
         rewrite = not change.is_append_only or tools is not None
         handle = self.telemetry.start(loop_id=self.loop_id, kind=kind, agent=self.agent,
                                       conversation_id=self.conversation_id, service=self.service,

@@ -259,3 +259,18 @@ def test_parallel_responses_calls_awaiting_a_result_are_pending_and_hold_the_bar
     report = guard.check([{"role": "user", "content": "go (summarized)"}] + items[1:], kind="compact")
     assert report.decision == "abort" and report.violations == ["barrier"]
     assert "tool_pairing" not in report.warnings        # no false "pre-existing orphan"
+
+
+def test_the_same_tool_list_sent_with_every_check_is_not_a_schema_change():
+    """Runtimes send the tool list with every request: appends stay appends (not rewrite passes), the
+    arriving result is not refused by the barrier, and the pass cap is not spent."""
+    msgs = record_000_session()[:5]                       # call_7f3a awaiting its result
+    guard = new_guard(pass_cap=2)
+    guard.observe(msgs)
+    tools = [QUERY_DB, LOOKUP, REFUNDS]
+    grown = msgs + [result("call_7f3a", '{"rows": [[17]]}')]
+    for extra in range(4):
+        grown = grown + [user(f"and month {extra}?")]
+        report = guard.check(grown, kind="append", tools=tools)
+        assert report.decision == "patch", report.explain()
+    assert guard.passes_used == 0

@@ -194,3 +194,12 @@ def test_removing_or_reordering_entries_is_detected(tmp_path):
     assert verify_jsonl(path).first_bad == 2
     path.write_text("\n".join([lines[1], lines[0]] + lines[2:]) + "\n")
     assert verify_jsonl(path).first_bad == 0
+
+
+def test_a_near_namesake_in_the_payload_is_not_a_copy_of_what_the_policy_names():
+    policy = system("Do not close ticket ABC-123 without approval.", id="rule")
+    guard = ContextGuard("loop-001-namesake", policy=["rule"])
+    guard.observe([policy, user("Working on ABC-123 and ABC-1234.")], boundary=0)
+    report = guard.check([policy, user("Working on ABC-1234.")], kind="rewrite")
+    assert report.decision == "abort" and report.violations == ["policy_isolation"]
+    assert report.findings[0].details["symbols"] == ["ABC-123"]

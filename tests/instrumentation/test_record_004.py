@@ -124,3 +124,14 @@ def test_barrier_no_rewrite_while_a_write_is_pending():
         assert report.decision == "abort" and report.violations == ["barrier"]
         assert guard.check(msgs + [user("status?")], kind="append").decision == "patch"
     assert guard.check(msgs[:2] + msgs[4:] + [user("status?")], kind="prune").decision == "patch"
+
+
+def test_a_near_namesake_does_not_keep_a_reference_alive():
+    """`ABC-123` is gone even though `ABC-1234` survives: symbols match as whole tokens."""
+    msgs = [system("s"), user("The ticket is ABC-123. Also related: ABC-1234."), assistant("noted"), user("next")]
+    guard = ContextGuard("loop-004-namesake")
+    guard.plan.set(["close ABC-123 once the fix is deployed"])
+    guard.observe(msgs, boundary=0)
+    report = guard.check([msgs[0], user("Related: ABC-1234."), *msgs[2:]], kind="compact")
+    assert report.decision == "abort" and report.violations == ["plan_reference"]
+    assert next(f for f in report.findings if f.invariant == "plan_reference").details["symbols"] == ["ABC-123"]

@@ -5,15 +5,18 @@ A rewrite *alters* a symbol when it removes the last message that mentions it, o
 a message binding an identifier to a value (``config_path = /etc/app.yaml``) and that value then
 occurs nowhere: the name may survive in prose while what it pointed to is gone.
 
-`SymbolIndex` counts, for the current context, how many messages mention each symbol asked
-about; counts are computed once per symbol and then moved along with each applied change, so a
-check costs only the messages the change removes and adds.
+A message *mentions* a symbol only as a whole token: ``ABC-123`` is not mentioned by a message
+that says ``ABC-1234``, nor ``/srv/data`` by ``/srv/data/old``. `SymbolIndex` counts, for the
+current context, how many messages mention each symbol asked about; counts are computed once per
+symbol and then moved along with each applied change, so a check costs only the messages the
+change removes and adds.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from ..literals import LiteralRegistry
 from ..model import Message
@@ -26,6 +29,17 @@ def extract_symbols(text: str, literals: LiteralRegistry) -> frozenset[str]:
     """The literals and identifiers `text` names (what a plan step or a pinned policy refers to)."""
     found = set(literals.extract(text)) | set(_IDENTIFIER.findall(text))
     return frozenset(s for s in found if len(s) >= _MIN_SYMBOL)
+
+
+@lru_cache(maxsize=4096)
+def _whole(symbol: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w./-])" + re.escape(symbol) + r"(?![\w/-]|\.\w)")
+
+
+def mentions(message: Message, symbol: str) -> bool:
+    """Whether `message` mentions `symbol` as a whole token (not inside a longer one)."""
+    text = message.text
+    return symbol in text and _whole(symbol).search(text) is not None
 
 
 def _binding(symbol: str) -> re.Pattern[str]:
@@ -47,15 +61,15 @@ class SymbolIndex:
     def count(self, symbol: str) -> int:
         n = self._counts.get(symbol)
         if n is None:
-            n = self._counts[symbol] = sum(1 for m in self._messages if symbol in m.text)
+            n = self._counts[symbol] = sum(1 for m in self._messages if mentions(m, symbol))
         return n
 
     def advance(self, messages: Sequence[Message], removed: Iterable[Message], added: Iterable[Message]) -> None:
         """Move to the context an applied change produced, updating only the known counts."""
         removed, added = list(removed), list(added)
         for symbol in self._counts:
-            self._counts[symbol] += (sum(1 for m in added if symbol in m.text)
-                                     - sum(1 for m in removed if symbol in m.text))
+            self._counts[symbol] += (sum(1 for m in added if mentions(m, symbol))
+                                     - sum(1 for m in removed if mentions(m, symbol)))
         self._messages = messages
 
     def dangling(self, symbols: Iterable[str], removed: Sequence[Message], added: Sequence[Message],
@@ -68,7 +82,7 @@ class SymbolIndex:
         out: dict[str, str] = {}
         floor = floor or {}
         for symbol in symbols:
-            gone_from = [m for m in removed if symbol in m.text]
+            gone_from = [m for m in removed if mentions(m, symbol)]
             if not gone_from:
                 continue
             if self._after(symbol, removed, added) <= floor.get(symbol, 0):
@@ -85,5 +99,5 @@ class SymbolIndex:
         return out
 
     def _after(self, symbol: str, removed: Sequence[Message], added: Sequence[Message]) -> int:
-        return (self.count(symbol) - sum(1 for m in removed if symbol in m.text)
-                + sum(1 for m in added if symbol in m.text))
+        return (self.count(symbol) - sum(1 for m in removed if mentions(m, symbol))
+                + sum(1 for m in added if mentions(m, symbol)))

@@ -40,6 +40,10 @@ class SchemaRegistry:
         for t in tools:
             self._history[(t.name, t.version)] = t
 
+    def changes(self, tools: Iterable[ToolSchema]) -> bool:
+        """Whether making `tools` active would change the active set (names or versions)."""
+        return {(t.name, t.version) for t in tools} != {(t.name, t.version) for t in self._active.values()}
+
     def resolves(self, name: str, version: str | None) -> bool:
         if version is None:
             return name in self._active or any(n == name for n, _ in self._history)
