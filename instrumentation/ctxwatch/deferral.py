@@ -10,7 +10,6 @@ what was elided and carrying the proposal's new text.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,8 +34,9 @@ class DeferredRewrite:
     def _change(self) -> Change:
         return Change.between(self.base, self.proposed, self.kind)
 
-    def dropped_digests(self) -> Counter[int]:
-        return Counter(m.digest for m in self._change().removed_messages)
+    def dropped_positions(self) -> set[int]:
+        """Indexes (in the base, hence in any context extending it) of the messages the proposal drops."""
+        return {i for i, _ in self._change().removed}
 
     def added_text(self) -> str:
         return "\n".join(m.text for m in self._change().added_messages if m.text)
@@ -100,20 +100,17 @@ def pair_units(messages: Sequence[Message]) -> list[range]:
     return units
 
 
-def whole_pair_compaction(messages: Sequence[Message], dropped: Counter[int]) -> tuple[list[Message], int, int]:
-    """(kept messages, units elided, messages elided): drop only units whose every message is in `dropped`."""
+def whole_pair_compaction(messages: Sequence[Message], dropped: set[int]) -> tuple[list[Message], int, int]:
+    """(kept messages, units elided, messages elided): drop only units whose every position is in
+    `dropped` (positions, not contents: of two identical "ok" turns, the one the proposal dropped)."""
     kept: list[Message] = []
     units_elided = elided = 0
-    left = Counter(dropped)
     for unit in pair_units(messages):
-        members = [messages[i] for i in unit]
-        need = Counter(m.digest for m in members)
-        if all(left[d] >= n for d, n in need.items()):
-            left.subtract(need)
+        if all(i in dropped for i in unit):
             units_elided += 1
-            elided += len(members)
+            elided += len(unit)
         else:
-            kept.extend(members)
+            kept.extend(messages[i] for i in unit)
     return kept, units_elided, elided
 
 

@@ -50,7 +50,7 @@ class FormatBridge:
         if self.format in (None, "ctxwatch"):
             return list(messages)
         from .adapters import from_messages
-        if not isinstance(reference, list):
+        if not isinstance(reference, list):  # a request shape (Anthropic's {"system", "messages"})
             return from_messages(list(messages), self.format)
         reference_model = self.to_model(reference)
         reuse = {m.digest: raw for m, raw in zip(reference_model, reference, strict=True)}
@@ -64,3 +64,14 @@ class FormatBridge:
                 raw = converted[0]
             out.append(raw)
         return out
+
+
+def copy_shape(data: Any) -> Any:
+    """A shallow copy of a caller's context in its own shape: a list, or a request dict whose
+    message list is copied (so the guard's copy never shares a list the caller may mutate)."""
+    if isinstance(data, dict):
+        out = dict(data)
+        if isinstance(out.get("messages"), list):
+            out["messages"] = list(out["messages"])
+        return out
+    return list(data)

@@ -29,7 +29,7 @@ from .diff import Change
 from .directives import DEFAULT_MARKERS, find_directives
 from .errors import InvalidContextError, NonMonotonicRewriteError
 from .fingerprint import Fingerprinter, distance
-from .formats import FormatBridge
+from .formats import FormatBridge, copy_shape
 from .invariants.pairing import PairIndex, check_pairing, index_pairs, introduced_orphans, strict_for
 from .invariants.plan import Plan, check_barrier, check_plan, pin_lines
 from .invariants.policy import PolicyRegion, PolicySelector, check_pass_cap
@@ -141,9 +141,9 @@ class ContextGuard:
         return self._context
 
     @property
-    def messages(self) -> list[Any]:
-        """The current context in the caller's format."""
-        return list(self._raw)
+    def messages(self) -> Any:
+        """The current context in the caller's format and shape (a list, or an Anthropic request dict)."""
+        return copy_shape(self._raw)
 
     @property
     def pending_calls(self) -> set[str]:
@@ -204,7 +204,7 @@ class ContextGuard:
         """
         report = self.check(proposed, kind=kind, tools=tools, rendered=rendered)
         if report.decision == "patch":
-            return list(proposed)
+            return copy_shape(proposed)
         if report.decision == "defer":
             return self.after_deferral()
         raise decisions.error_for(report.findings, report.decision)(report.explain(), report)
@@ -272,7 +272,7 @@ class ContextGuard:
         entry = self.deferred.take_latest(self._context.digests)
         if entry is None:
             return self.messages
-        kept, elided_units, elided = whole_pair_compaction(self._context.messages, entry.dropped_digests())
+        kept, elided_units, elided = whole_pair_compaction(self._context.messages, entry.dropped_positions())
         if not elided:
             return self.messages
         marker = elision_marker(self.elision_role, elided, elided_units, entry.added_text())
@@ -291,10 +291,10 @@ class ContextGuard:
         change = Change.between(self._context, model, "rewrite")
         lines = pin_lines(change.removed_messages, symbols)
         if not lines:
-            return list(proposed)
+            return copy_shape(proposed)
         pin = Message(self.elision_role, [TextPart("[ctxwatch] pinned references, verbatim:\n" + "\n".join(lines))])
         at = (change.added[-1][0] + 1) if change.added else change.prefix_len
-        return self.bridge.to_caller(model[:at] + (pin,) + model[at:], list(proposed))
+        return self.bridge.to_caller(model[:at] + (pin,) + model[at:], proposed)
 
     def new_episode(self) -> None:
         """Start a new episode: the pass count and the halt are reset; the pinned cap stays."""
@@ -520,4 +520,4 @@ class ContextGuard:
         self._context = Context(proposed, boundary)
         self.policy.resolve(proposed)  # the first context the guard accepts fixes the policy region
         self._digests = change.after_digests
-        self._raw = list(raw)
+        self._raw = copy_shape(raw)

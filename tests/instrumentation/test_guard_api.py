@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from ctxwatch import ContextGuard, OrphanedToolPairError
+from ctxwatch import ContextGuard, NonMonotonicRewriteError, OrphanedToolPairError
 
 from conversations import in_format, record_000_session, user
 
@@ -84,3 +84,24 @@ def test_an_unguarded_change_seen_by_observe_is_reported_and_adopted():
     report = guard.observe(msgs[:1] + msgs[5:])
     assert report is not None and "tool_pairing" in report.violations
     assert list(guard.context.messages) == msgs[:1] + msgs[5:]
+
+
+def test_an_anthropic_request_dict_keeps_its_shape_through_the_guard():
+    """{"system": ..., "messages": [...]}: what the guard hands back has the same shape."""
+    msgs = in_format(record_000_session(), "anthropic")
+    request = {"system": "You are a support agent.", "messages": msgs}
+    guard = ContextGuard("api-anthropic")
+    guard.observe(request)
+    assert guard.messages == request and guard.messages["messages"] is not msgs
+    summary = {"role": "user", "content": "Summary: customer 4411 is Ada Park."}
+    compacted = {"system": request["system"], "messages": [summary] + msgs[3:]}
+    out = guard.apply(compacted, kind="compact")            # deferred: compacted in whole pairs
+    assert out["system"] == request["system"]
+    assert out["messages"][-1]["content"].startswith("[ctxwatch] earlier turns were elided")
+    with pytest.raises(NonMonotonicRewriteError):            # the system prompt was consumed
+        guard.self_edit("You are a support agent. Be brief.")
+
+    fresh = ContextGuard("api-anthropic-fresh")
+    fresh.observe(request, boundary=0)
+    edited = fresh.self_edit("You are a support agent. Be brief.")
+    assert edited["system"] == "You are a support agent. Be brief." and edited["messages"] == msgs

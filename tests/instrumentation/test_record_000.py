@@ -274,3 +274,12 @@ def test_the_same_tool_list_sent_with_every_check_is_not_a_schema_change():
         report = guard.check(grown, kind="append", tools=tools)
         assert report.decision == "patch", report.explain()
     assert guard.passes_used == 0
+
+
+def test_whole_pair_compaction_elides_the_copy_the_proposal_dropped():
+    """Of two identical turns, the one the proposal removed goes, not the first with that content."""
+    msgs = [system(), assistant("ok"), user("deploy to prod"), assistant("ok"), user("status?")]
+    guard = new_guard()
+    guard.observe(msgs)
+    out = guard.apply(msgs[:3] + msgs[4:], kind="prune")
+    assert [m.text for m in out[:-1]] == ["You are a careful data assistant.", "ok", "deploy to prod", "status?"]
