@@ -39,7 +39,7 @@ class DeferredRewrite:
         return {i for i, _ in self._change().removed}
 
     def added_text(self) -> str:
-        return "\n".join(m.text for m in self._change().added_messages if m.text)
+        return carried_text(self._change().added_messages)
 
 
 class DeferralQueue:
@@ -112,6 +112,11 @@ def whole_pair_compaction(messages: Sequence[Message], dropped: set[int]) -> tup
         else:
             kept.extend(messages[i] for i in unit)
     return kept, units_elided, elided
+
+
+def carried_text(added: Sequence[Message]) -> str:
+    """The text a rewrite introduced, which an elision marker carries to the frontier."""
+    return "\n".join(m.text for m in added if m.text)
 
 
 def elision_marker(role: str, elided: int, units: int, carried_text: str) -> Message:

@@ -24,7 +24,7 @@ from typing import Any
 
 from . import decision as decisions
 from .contraction import ContractionDetector, DetectorConfig
-from .deferral import DeferralQueue, elision_marker, whole_pair_compaction
+from .deferral import DeferralQueue, carried_text, elision_marker, whole_pair_compaction
 from .diff import Change
 from .directives import DEFAULT_MARKERS, find_directives
 from .errors import InvalidContextError, NonMonotonicRewriteError
@@ -170,7 +170,9 @@ class ContextGuard:
         report = None
         if self._context.messages and not change.is_append_only:
             report = self._attempt(proposed, messages, kind=kind, tools=None, rendered=None, adopt=True)
-            log.warning("ctxwatch: loop %s: the context changed outside the guard\n%s", self.loop_id, report.explain())
+            level = logging.WARNING if report.violations else logging.DEBUG
+            log.log(level, "ctxwatch: loop %s: the context changed outside the guard\n%s", self.loop_id,
+                    report.explain())
         else:
             self._commit(change, proposed, messages, applied_rewrite=False)
         b = len(proposed) if boundary is None else boundary
@@ -196,23 +198,37 @@ class ContextGuard:
         schema_list = self.bridge.tools(tools) if tools is not None else None
         return self._attempt(model, proposed, kind=kind, tools=schema_list, rendered=rendered, adopt=False)
 
-    def apply(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None,
-              rendered: Any = None) -> list[Any]:
-        """Check `proposed`; return what the agent should use now, or raise the record's error.
+    def resolve(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None,
+                rendered: Any = None) -> tuple[Report, Any]:
+        """Check `proposed` and settle what the agent should use now: ``(report, context)``.
 
-        patch: the proposal. defer: see `after_deferral`. abort / halt: raises.
+        patch: the proposal. A rewrite that would be deferred is, when the deferral mode says so (see
+        the constructor), compacted in whole pairs within the same attempt: one report and one span,
+        decision patch, ``report.resolution == "whole_pairs"``, and the context is that compaction.
+        Otherwise defer: the current context, the rewrite queued. abort / halt: the current context.
+        Never raises for a violation (`apply` raises).
         """
-        report = self.check(proposed, kind=kind, tools=tools, rendered=rendered)
-        if report.decision == "patch":
-            return copy_shape(proposed)
-        if report.decision == "defer":
-            return self.after_deferral()
-        raise decisions.error_for(report.findings, report.decision)(report.explain(), report)
+        model = self.bridge.to_model(proposed)
+        schema_list = self.bridge.tools(tools) if tools is not None else None
+        report = self._attempt(model, proposed, kind=kind, tools=schema_list, rendered=rendered, adopt=False,
+                               convert_deferral=True)
+        if report.decision == "patch" and report.resolution is None:
+            return report, copy_shape(proposed)
+        return report, self.messages
 
-    def after_deferral(self) -> list[Any]:
-        """The context to use right after a `defer`: the whole-pair compaction of the deferred rewrite
-        when the deferral mode asks for it (see the constructor), else the current context, with the
-        rewrite queued for the next session boundary."""
+    def apply(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None,
+              rendered: Any = None) -> Any:
+        """Check `proposed`; return what the agent should use now (see `resolve`), or raise the record's
+        error on abort or halt."""
+        report, context = self.resolve(proposed, kind=kind, tools=tools, rendered=rendered)
+        if report.decision in ("abort", "halt"):
+            raise decisions.error_for(report.findings, report.decision)(report.explain(), report)
+        return context
+
+    def after_deferral(self) -> Any:
+        """For callers of `check`: the context to use right after a `defer` — the whole-pair compaction
+        of the deferred rewrite when the deferral mode asks for it (a second attempt), else the current
+        context, the rewrite queued for the next session boundary. `resolve` does this in one attempt."""
         latest = self.deferred.latest
         if latest is not None and (self.deferral_mode == "whole_pairs" or (
                 self.deferral_mode == "auto" and latest.kind in WHOLE_PAIR_KINDS)):
@@ -272,11 +288,9 @@ class ContextGuard:
         entry = self.deferred.take_latest(self._context.digests)
         if entry is None:
             return self.messages
-        kept, elided_units, elided = whole_pair_compaction(self._context.messages, entry.dropped_positions())
-        if not elided:
+        model = self._whole_pairs(entry.dropped_positions(), entry.added_text())
+        if model is None:
             return self.messages
-        marker = elision_marker(self.elision_role, elided, elided_units, entry.added_text())
-        model = tuple(kept) + (marker,)
         raw = self.bridge.to_caller(model, self._raw)
         report = self._attempt(model, raw, kind="compact", tools=entry.tools, rendered=None, adopt=False,
                                prefix_change_allowed=True)
@@ -284,7 +298,18 @@ class ContextGuard:
             raise decisions.error_for(report.findings, report.decision)(report.explain(), report)
         return raw
 
-    def pin_symbols(self, proposed: Sequence[Any], symbols: Iterable[str]) -> list[Any]:
+    def _whole_pairs(self, dropped: set[int], carried_text: str) -> tuple[Message, ...] | None:
+        """The current context without the whole units at `dropped` positions, plus an elision marker
+        carrying `carried_text` at the frontier; None when no whole unit was dropped."""
+        kept, units, elided = whole_pair_compaction(self._context.messages, dropped)
+        if not elided:
+            return None
+        return tuple(kept) + (elision_marker(self.elision_role, elided, units, carried_text),)
+
+    def _converts(self, kind: str) -> bool:
+        return self.deferral_mode == "whole_pairs" or (self.deferral_mode == "auto" and kind in WHOLE_PAIR_KINDS)
+
+    def pin_symbols(self, proposed: Sequence[Any], symbols: Iterable[str]) -> Any:
         """Record 004's *pin*: return `proposed` with the lines of the current context that mention
         `symbols` appended verbatim after the rewrite's new content, so the references survive."""
         model = self.bridge.to_model(proposed)
@@ -306,7 +331,7 @@ class ContextGuard:
     # --- the evaluation ------------------------------------------------------------------------------
     def _attempt(self, proposed: tuple[Message, ...], raw: Sequence[Any], *, kind: str | None,
                  tools: list[ToolSchema] | None, rendered: Any, adopt: bool,
-                 prefix_change_allowed: bool = False) -> Report:
+                 prefix_change_allowed: bool = False, convert_deferral: bool = False) -> Report:
         started = time.perf_counter()
         change = Change.between(self._context, proposed, kind or "rewrite", self._digests)
         kind = kind or ("append" if change.is_append_only else "rewrite")
@@ -321,6 +346,20 @@ class ContextGuard:
                                       pass_number=self.passes_used + (1 if rewrite else 0), pass_cap=self._pass_cap)
         try:
             report, after_pairs, fp_after = self._evaluate(change, tools, rendered, rewrite, prefix_change_allowed)
+            if convert_deferral and report.decision == "defer" and self._converts(kind):
+                converted = self._whole_pairs({i for i, _ in change.removed}, carried_text(change.added_messages))
+                if converted is not None:
+                    change = Change.between(self._context, converted, kind, self._digests)
+                    proposed, raw = converted, self.bridge.to_caller(converted, self._raw)
+                    report, after_pairs, fp_after = self._evaluate(change, tools, None, True, True)
+                    report.resolution = "whole_pairs"
+                    report.findings.insert(0, Finding(
+                        "prefix_identity", "the rewrite alters the consumed prefix; applied as whole-pair "
+                        "compaction instead, its new text carried by an elision marker at the frontier",
+                        action="warn"))
+            if adopt:
+                report.observed = True
+                report.decision = "patch"  # the model already consumed it: reported, not refused
             if adopt or report.decision == "patch":
                 self._commit(change, proposed, raw, applied_rewrite=rewrite, tools=tools, pairs=after_pairs,
                              fp_after=fp_after)

@@ -72,6 +72,8 @@ class Report:
     contraction_state: str = "healthy"
     residual_pressure: int | None = None
     deferred_id: int | None = None
+    resolution: str | None = None   # "whole_pairs": a deferred rewrite applied as whole-pair compaction
+    observed: bool = False          # a change the guard found already made (observe): reported, not refused
     duration_s: float = 0.0
 
     @property

@@ -64,6 +64,8 @@ SIZE_BEFORE = "ctxwatch.size.before"
 SIZE_AFTER = "ctxwatch.size.after"
 RESIDUAL_PRESSURE = "ctxwatch.pass.residual_pressure"
 DEFERRAL_ID = "ctxwatch.deferral.id"
+DEFERRAL_RESOLUTION = "ctxwatch.deferral.resolution"
+OBSERVED = "ctxwatch.mutation.observed"
 # Opt-in content (only with content capture on).
 LOST_LITERAL_VALUES = "ctxwatch.literals.lost_values"
 FINDING_EVENT = "ctxwatch.guard.finding"
@@ -171,6 +173,8 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(CONTRACTION_STATE, "string", "end"),
     AttributeSpec(RESIDUAL_PRESSURE, "int", "end, when the pass cap is reached"),
     AttributeSpec(DEFERRAL_ID, "int", "end, on defer"),
+    AttributeSpec(DEFERRAL_RESOLUTION, "string", "end, when a deferred rewrite was applied as whole_pairs"),
+    AttributeSpec(OBSERVED, "boolean", "end, true when the change was found already made (observe); never false"),
     AttributeSpec(_G.conversation_compacted, "boolean", "end, true on an applied compact/prune; never false"),
     AttributeSpec(_G.error_type, "string", "end, on abort and halt"),
     AttributeSpec(LOST_LITERAL_VALUES, "string[]", "end, content capture on and literals lost"),

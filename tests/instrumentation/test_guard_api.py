@@ -7,7 +7,7 @@ import pytest
 
 from ctxwatch import ContextGuard, NonMonotonicRewriteError, OrphanedToolPairError
 
-from conversations import in_format, record_000_session, user
+from conversations import in_format, record_000_session, system, user
 
 
 def openai_session():
@@ -83,7 +83,22 @@ def test_an_unguarded_change_seen_by_observe_is_reported_and_adopted():
     guard.observe(msgs)
     report = guard.observe(msgs[:1] + msgs[5:])
     assert report is not None and "tool_pairing" in report.violations
+    assert report.observed and report.decision == "patch"       # found already made: reported, not refused
     assert list(guard.context.messages) == msgs[:1] + msgs[5:]
+
+
+def test_resolve_applies_a_deferred_compaction_in_whole_pairs_in_one_attempt():
+    msgs = record_000_session()
+    guard = ContextGuard("api-7")
+    guard.observe(msgs)
+    report, context = guard.resolve(msgs[:1] + [user("Summary: Ada Park, customer 4411.")] + msgs[4:],
+                                    kind="compact")
+    assert report.decision == "patch" and report.resolution == "whole_pairs"
+    assert "prefix_identity" in report.warnings and report.violations == []
+    assert context[-1].text.startswith("[ctxwatch] earlier turns were elided") and len(guard.deferred) == 0
+    report, context = guard.resolve([system("You are brief.")] + list(guard.context.messages[1:]),
+                                    kind="system_patch")
+    assert report.decision == "defer" and len(guard.deferred) == 1          # other kinds wait for the boundary
 
 
 def test_an_anthropic_request_dict_keeps_its_shape_through_the_guard():

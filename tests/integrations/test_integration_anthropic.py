@@ -66,10 +66,14 @@ def test_server_side_clearing_of_consumed_results_is_reported_as_the_guard_decid
     api = FakeAnthropicAPI(lookups(4))
     guard = ContextGuard("anthropic-default", telemetry=capture.telemetry)
     run_loop(guarded_messages(api.client().beta.messages, guard), betas=BETAS, context_management=CLEAR)
-    # record 000: clearing results the model already read alters the consumed prefix -> defer. The
-    # server applied it anyway, so it is reported, and the guard keeps the results it would not drop.
-    assert capture.summary() == [("ctxwatch prune", "defer")]
-    assert "TRK-1000" in str(guard.messages)
+    # the server applied the clearing and the model read the result: the guard cannot refuse it, so it
+    # is observed — reported with what it finds (record 000: it altered the consumed prefix) — and the
+    # guard's view follows what the model read
+    assert capture.summary() == [("ctxwatch prune", "patch")]
+    span = capture.spans()[0].attributes
+    assert span[semconv.OBSERVED] is True and "prefix_identity" in span[semconv.VIOLATIONS]
+    assert span[semconv.LITERALS_LOST] >= 1
+    assert "TRK-1000" not in str(guard.messages)
 
 
 def test_a_compaction_block_is_one_compact_mutation_measuring_what_the_summary_dropped(capture) -> None:

@@ -3,13 +3,12 @@
 Each family is one agent behaviour, driven by the seeded rewrite functions of `ctxwatch.simulate`
 (no canned outputs) and checked by a `ContextGuard` per loop:
 
-- summarizer (healthy): literal-preserving extractive summaries; deferred while the prefix is
-  consumed, applied at the next session boundary.
+- summarizer (healthy): literal-preserving extractive summaries, made between sessions.
 - ranker (healthy): a salience re-ranker with a fixed index (a mutation with provenance).
 - scratchpad (contracts): the directive gets absorbed into the buffer in a phrasing no marker
   knows, so only the contraction alarm can catch it; the guard halts the loop.
-- compactor: drops the oldest 40% blindly, orphaning tool pairs (refused), then compacts in
-  whole-pair units with an elision marker.
+- compactor: mid-session, drops the oldest 40% blindly, orphaning tool pairs (refused), then
+  retries on whole units, which the guard applies as whole-pair compaction with an elision marker.
 - ledger: summarizes everything, pinned subgoal included (refused), then only the payload.
 - fixer: paraphrases IDs and paths a pending plan step needs (refused), then pins them.
 """
@@ -23,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..deferral import pair_units
-from ..errors import NonMonotonicRewriteError
 from ..guard import ContextGuard
 from ..model import Message, TextPart, ToolCall, ToolResult
 from ..report import Report
@@ -103,17 +101,14 @@ class DemoLoop:
         if report.decision == "patch":
             self.buffer = list(self.guard.context.messages)
         elif report.decision == "halt":
-            self.tally.halted_at = self.tally.cycles
+            self.tally.halted_at = self.guard.halted_at  # the detector's cycle, as the monitor counts it
         return report
 
     def _compact(self, proposal: list[Message], kind: str = "compact") -> Report:
-        """Check a rewrite of the consumed prefix: deferred, then applied at the session boundary."""
-        report = self._check(proposal, kind)
-        if report.decision == "defer":
-            applied = self.guard.session_boundary()
-            if applied is not None:
-                return self._follow(applied)
-        return report
+        """A rewrite made between two sessions (a task ends, the next prompt is not consumed yet), so
+        the consumed-prefix rule (record 000) does not defer it; every other invariant applies."""
+        self.guard.session_boundary()
+        return self._check(proposal, kind)
 
 
 class SummarizerLoop(DemoLoop):
@@ -173,19 +168,14 @@ class CompactorLoop(ToolRoundsMixin, DemoLoop):
     def rewrite(self) -> None:
         head, history = self.buffer[:1], self.buffer[1:]
         cut = max(1, int(len(history) * 0.4) | 1)                # an odd cut lands inside a tool round
-        report = self._check(head + history[cut:], "compact")
+        report = self._follow(self.guard.resolve(head + history[cut:], kind="compact")[0])
         if report.decision != "abort":
             return
         dropped = {i for unit in pair_units(self.buffer) if unit.stop <= cut + 1 and unit.start >= 1 for i in unit}
         aligned = [m for i, m in enumerate(self.buffer) if i not in dropped]
         if len(aligned) == len(self.buffer):
             return
-        if self._check(aligned, "compact").decision == "defer":
-            try:
-                self.guard.compact_in_whole_pairs()
-                self.buffer = list(self.guard.context.messages)
-            except NonMonotonicRewriteError as refusal:
-                self.tally.add(refusal.report)
+        self._follow(self.guard.resolve(aligned, kind="compact")[0])
 
 
 class LedgerLoop(DemoLoop):

@@ -1,9 +1,9 @@
 """What an integration does with the guard's decision on a framework's edit.
 
 The guard decides; the integration carries it out in the framework's terms. ``patch``: the edit
-stands. ``defer``: what `ContextGuard.after_deferral` gives (by default, for compactions and pruning,
-the guard's whole-pair compaction of the edit with its elision marker; for other edits the
-current context, the edit queued for the next session boundary).
+stands. ``defer``: what `ContextGuard.resolve` settles on (by default, for compactions and pruning, the
+guard's whole-pair compaction of the edit with its elision marker, in the same attempt; for other
+edits the current context, the edit queued for the next session boundary).
 ``abort`` / ``halt``: the guard's current context stays and, with ``on_refusal="raise"``, the
 record's typed error is raised (its message names the invariant, the ids, the provider error it
 avoids, and what to do); with ``on_refusal="keep"`` the refusal is only reported.
@@ -26,13 +26,12 @@ def check_on_refusal(value: str) -> str:
     return value
 
 
-def kept_context(guard: ContextGuard, report: Report) -> list[Any] | None:
-    """None when the edit stands (patch); otherwise the context to use instead, in the caller's format."""
-    if report.decision == "patch":
-        return None
-    if report.decision == "defer":
-        return guard.after_deferral()
-    return guard.messages
+def settle(guard: ContextGuard, proposal: Any, **options: Any) -> tuple[Report, Any | None]:
+    """Check an edit the framework made: ``(report, kept)`` where `kept` is None when the edit stands
+    (patch), else the context to use instead, in the caller's format (see `ContextGuard.resolve`)."""
+    report, context = guard.resolve(proposal, **options)
+    edit_stands = report.decision == "patch" and report.resolution is None
+    return report, None if edit_stands else context
 
 
 def raise_refusal(report: Report, on_refusal: str) -> None:

@@ -110,17 +110,17 @@ class ContextRecorder:
         system = request.get("system")
         applied = self._server_edits(messages, _applied_edits(response))
         new = applied - self._seen
+        # the server already applied its edits and the model read the result: observed (evaluated,
+        # reported, adopted), never refused or deferred
         if new:
             self._seen |= new
-            report = self.guard.check(self._view(messages, system, self._adopted | new), kind="prune")
-            if report.applied:
-                self._adopted |= new
+            self._adopted |= new
+            self.guard.observe(self._view(messages, system, self._adopted), kind="prune")
         answer = {"role": "assistant", "content": plain_blocks(getattr(response, "content", ()) or ())}
         block = _last_compaction([answer])
         if block is not None:  # the server compacted, then the model answered from the summary
-            compacted = self._view([answer], system, self._adopted, compaction=block)
-            if self.guard.check(compacted, kind="compact").applied:
-                self._compactions.add(_compaction_key(block[1]))
+            self._compactions.add(_compaction_key(block[1]))
+            self.guard.observe(self._view([answer], system, self._adopted, compaction=block), kind="compact")
         history = messages + [answer]
         self.guard.observe(self._view(history, system, self._adopted))
         self._history = history

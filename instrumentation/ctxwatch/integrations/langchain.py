@@ -50,7 +50,7 @@ from langgraph.types import Command
 from ..adapters import to_messages
 from ..guard import ContextGuard
 from ._kinds import classify
-from ._refusal import check_on_refusal, kept_context, raise_refusal
+from ._refusal import check_on_refusal, raise_refusal, settle
 
 GuardSource = ContextGuard | Callable[[str | None], ContextGuard]
 
@@ -185,8 +185,7 @@ class ContextGuardMiddleware(AgentMiddleware):
             guard.observe(proposal, boundary=guard.context.boundary)
             return request, None
         kind = "schema_change" if extends else classify(guard.context.messages, to_messages(proposal, "langchain"))
-        report = guard.check(proposal, kind=kind, tools=request.tools if tools_changed else None)
-        kept = kept_context(guard, report)
+        report, kept = settle(guard, proposal, kind=kind, tools=request.tools if tools_changed else None)
         if kept is None:
             return request, None
         raise_refusal(report, self.on_refusal)

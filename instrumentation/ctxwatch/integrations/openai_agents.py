@@ -37,7 +37,7 @@ from agents.memory import SessionABC
 
 from ..guard import ContextGuard
 from ._format import bind_format
-from ._refusal import check_on_refusal, kept_context, raise_refusal
+from ._refusal import check_on_refusal, raise_refusal, settle
 
 __all__ = ["GuardedSession"]
 
@@ -127,8 +127,7 @@ class GuardedSession(SessionABC):
     async def _refused(self, proposed: list[Any], kind: str, stored: list[Any], wrapper: Any) -> bool:
         """Check `proposed`; on a refusal put the guard's context in the store (if `stored` differs
         from it) and raise or report. True when refused."""
-        report = self.guard.check(proposed, kind=kind)
-        kept = kept_context(self.guard, report)
+        report, kept = settle(self.guard, proposed, kind=kind)
         if kept is None:
             return False
         if kept != stored:

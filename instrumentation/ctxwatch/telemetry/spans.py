@@ -67,6 +67,10 @@ def end_attributes(names: semconv.GenAINames, report: Report, error_type: str | 
         attrs[semconv.RESIDUAL_PRESSURE] = report.residual_pressure
     if report.deferred_id is not None and report.decision == "defer":
         attrs[semconv.DEFERRAL_ID] = report.deferred_id
+    if report.resolution is not None:
+        attrs[semconv.DEFERRAL_RESOLUTION] = report.resolution
+    if report.observed:
+        attrs[semconv.OBSERVED] = True
     if report.decision == "patch" and report.kind in semconv.COMPACTION_KINDS:
         attrs[names.conversation_compacted] = True
     if error_type is not None:
