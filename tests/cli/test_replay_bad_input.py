@@ -143,3 +143,12 @@ def test_unwritable_html_target_exits_2(corpus: Path, tmp_path: Path) -> None:
     assert proc.returncode == 2
     (problem,) = problems(proc.stderr)
     assert problem.startswith(f"ctxwatch replay: --html {tmp_path}/no/such/dir.html: cannot write")
+
+
+def test_a_file_whose_every_record_is_skipped_is_unreadable_not_healthy(tmp_path: Path) -> None:
+    bad = tmp_path / "onlybad.jsonl"
+    bad.write_text('[{"role": "wizard", "content": "x"}]\n[{"role": "user", "content": 123}]\n')
+    proc = ctxwatch("replay", bad)
+    assert proc.returncode == 2
+    assert f"{bad}, line 1:" in proc.stderr and "no readable record; 2 skipped" in proc.stderr
+    assert "Traceback" not in proc.stderr

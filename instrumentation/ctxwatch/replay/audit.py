@@ -254,6 +254,11 @@ class Auditor:
         if not self.audit.records:
             self.audit.records = self.audit.steps
         self.audit.skipped = list(session.skipped)
+        if self._last is None and not self.audit.mutations and session.skipped:  # read nothing: not "healthy"
+            first = session.skipped[0]
+            where = f"line {first.line}" if first.line is not None else first.where
+            self.audit.error = (f"{self.audit.path}, {where}: {first.reason} "
+                                f"(no readable record; {len(session.skipped)} skipped)")
 
     def _seen(self, line: int | None) -> None:
         if line is not None and line > self.audit.records:
