@@ -14,6 +14,13 @@ from dataclasses import dataclass
 
 from .model import Message
 
+# errno names (ENOENT, ECONNRESET...): a capitalised word starting with E is not an error code by itself
+_ERRNO = ("2BIG|ACCES|ADDRINUSE|ADDRNOTAVAIL|AGAIN|ALREADY|BADF|BUSY|CANCELED|CHILD|CONNABORTED|CONNREFUSED|"
+          "CONNRESET|DEADLK|DOM|DQUOT|EXIST|FAULT|FBIG|HOSTUNREACH|INPROGRESS|INTR|INVAL|IO|ISCONN|ISDIR|LOOP|"
+          "MFILE|MLINK|MSGSIZE|NAMETOOLONG|NETDOWN|NETUNREACH|NFILE|NOBUFS|NODEV|NOENT|NOEXEC|NOLCK|NOMEM|"
+          "NOSPC|NOSYS|NOTCONN|NOTDIR|NOTEMPTY|NOTSOCK|NOTSUP|NOTTY|NXIO|OPNOTSUPP|OVERFLOW|PERM|PIPE|PROTO|"
+          "RANGE|ROFS|SPIPE|SRCH|TIMEDOUT|TXTBSY|WOULDBLOCK|XDEV")
+
 # name -> pattern. A pattern with a capture group contributes the group, otherwise the match.
 DEFAULT_PATTERNS: dict[str, str] = {
     # record 003's own pattern, split into its three alternatives (the record's `\b` before `/`
@@ -24,7 +31,9 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "url": r"\b(?:https?|s3|gs|file)://[^\s<>\"'`()\[\]{}]+[^\s<>\"'`()\[\]{}.,;:!?]",
     "abs_path": r"(?<![\w/.~:-])(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]*\w",
     "rel_path": r"(?<![\w/.~:-])[\w.@+-]+(?:/[\w.@+-]+)+\.[A-Za-z0-9]{1,8}\b",
-    "error_code": r"\b(?:[A-Z]{1,5}\d{3,6}|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+){1,6}|E[A-Z]{3,9})\b",
+    "error_code": r"\b(?:[A-Z]{1,5}\d{3,6}|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+){1,6}|E(?:" + _ERRNO + r"))\b",
+    "hex_prefixed": r"\b0x[0-9a-fA-F]{4,}\b",
+    "win_path": r"\b[A-Za-z]:\\(?:[^\\\s:*?\"<>|]+\\)*[^\\\s:*?\"<>|]+",
     "tool_id": r"\b(?:call|toolu|fc|msg|req|run|resp|chatcmpl)_[A-Za-z0-9_-]{4,}\b",
     "number": r"(?<![\w.])(?:\d+\.\d+|\d{5,})(?![\w.]*\w)",
     "code_span": r"`([^`\n\\]{1,80})`",  # no backslash: not the inside of JSON-escaped text
@@ -40,8 +49,8 @@ _PREFILTERS: dict[str, tuple[str, ...]] = {
 # Default patterns that never match across white space: they run only on the tokens that could
 # hold a literal (a digit, / _ : - or two capitals), joined, instead of the whole text. Matches
 # are mapped back to their offsets in the text, so the result is the same as scanning it all.
-_TOKEN_LOCAL = frozenset({"ticket", "hex", "uuid", "url", "abs_path", "rel_path", "error_code", "tool_id",
-                          "number"})
+_TOKEN_LOCAL = frozenset({"ticket", "hex", "hex_prefixed", "uuid", "url", "abs_path", "rel_path", "win_path",
+                          "error_code", "tool_id", "number"})
 _CANDIDATE = re.compile(r"(?<!\S)(?=\S*?[0-9/_:-]|[^\sA-Z]*[A-Z][^\sA-Z]*[A-Z])\S+")
 
 _CACHE_LIMIT = 200_000

@@ -29,7 +29,8 @@ def reference_extract(text: str) -> frozenset[str]:
 PIECES = ["INV-20418", "deadbeef12", "3f2a9c1", "550e8400-e29b-41d4-a716-446655440000", "https://x.io/a/b.",
           "/etc/app/config.yaml", "src/app/main.py", "ERR_CONN_RESET", "E1234", "EACCES", "call_7f3a",
           "0.75", "123456", "`config_path`", "`a b`", "ledger", "The", "NASA", "(see", "x/y", "a:b", "-",
-          "~/notes.md", "../up/one.txt", "toolu_01AbC", "v1.2.3", "Row", "12", "e.g.", ",", "\n", "\t"]
+          "~/notes.md", "../up/one.txt", "toolu_01AbC", "v1.2.3", "Row", "12", "e.g.", ",", "\n", "\t",
+          "EVERYONE", "ENOENT", "0xdeadbeef1", "C:\\Users\\bob\\file.txt", "D:\\x"]
 
 
 @settings(max_examples=400, deadline=None)
@@ -64,3 +65,8 @@ def test_user_patterns_and_exact_literals():
     assert "SKU QRX" in reg.extract("restock SKU QRX today")
     with pytest.raises(ValueError, match="literal pattern 'bad'"):
         reg.register("bad", "(unclosed")
+
+
+def test_shouting_is_not_an_error_code_but_errno_names_hex_and_windows_paths_are_literals():
+    text = r"Error EVERYONE must READ the EXAMPLE; got ENOENT at 0xdeadbeef1 in C:\Users\bob\file.txt"
+    assert LiteralRegistry().extract(text) == {"ENOENT", "0xdeadbeef1", r"C:\Users\bob\file.txt"}
