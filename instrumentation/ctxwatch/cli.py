@@ -32,6 +32,16 @@ def _count(value: str) -> int:
     return int(number)
 
 
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port, 0-65535 (0 picks a free one): {value!r}")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ctxwatch", description="Runtime guards and live observability for "
                                      "LLM agents that rewrite their own context window.")
@@ -43,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "fires. Exit 0 when every family behaves as designed, 1 otherwise.")
     demo.add_argument("--duration", type=_positive, default=60.0, help="seconds to run (default 60)")
     demo.add_argument("--loops", type=_count, default=3, help="concurrent loops per agent (default 3)")
-    demo.add_argument("--port", type=int, default=0, help="the monitor's port (default: a free one)")
+    demo.add_argument("--port", type=_port, default=0, help="the monitor's port (default: a free one)")
     demo.add_argument("--otlp", metavar="URL", help="send spans to this OTLP/HTTP endpoint (a collector or a "
                       "monitor) instead of starting a monitor")
     demo.add_argument("--seed", type=int, default=7, help="seed of the simulated fleet (default 7)")

@@ -32,7 +32,7 @@ def test_demo_runs_flags_the_contracting_loops_and_never_the_healthy_ones(tmp_pa
 
 
 def test_demo_rejects_bad_usage_with_exit_2():
-    proc = subprocess.run([sys.executable, "-m", "ctxwatch.cli", "demo", "--duration", "-3"],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2
-    assert "must be positive" in proc.stderr
+    for args, reason in ((["--duration", "-3"], "must be positive"), (["--port", "99999"], "must be a TCP port")):
+        proc = subprocess.run([sys.executable, "-m", "ctxwatch.cli", "demo", *args], capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 2 and reason in proc.stderr, proc.stderr

@@ -35,8 +35,9 @@ class MonitorProcess:
         if "listening on " not in line:
             err = self.proc.stderr.read() if self.proc.stderr else ""
             self.proc.kill()
-            raise MonitorUnavailable("the monitor did not start: " + (err.strip().splitlines() or [line.strip()])[-1]
-                                     + " (is ctxwatch[monitor] installed?)")
+            last = (err.strip().splitlines() or [line.strip() or "no output"])[-1]
+            hint = " (install ctxwatch[monitor])" if "No module named" in err else ""
+            raise MonitorUnavailable(f"the monitor did not start: {last}{hint}")
         self.url = line.split("listening on ", 1)[1].strip()
         self.client = MonitorClient(self.url)
         deadline = time.monotonic() + startup_timeout_s
