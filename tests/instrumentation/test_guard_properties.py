@@ -5,8 +5,10 @@ call or result is caught wherever it sits."""
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxwatch import ContextGuard, Message, TextPart, ToolCall, ToolResult
+from ctxwatch import ContextGuard, Message, TextPart, ToolCall, ToolResult, ToolSchema
 from ctxwatch.deferral import pair_units
+
+from conversations import FORMATS, in_format
 
 WORDS = ["ledger", "invoice", "row", "total", "march", "export", "customer", "order", "refund", "check"]
 
@@ -39,15 +41,21 @@ def conversations(draw, min_rounds=0, tag="a"):
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+TOOLS = [ToolSchema(name, '{"type": "object"}') for name in ("search", "read", "write")]
+
+
 @SETTINGS
-@given(conversations(), conversations(tag="b"), st.data())
-def test_append_only_growth_is_never_refused(base, extra, data):
-    guard = ContextGuard("prop-append", pass_cap=None)
-    guard.observe(base, boundary=data.draw(st.integers(0, len(base))))
-    grown = base + [m for m in extra[1:]]
-    report = guard.check(grown, kind="append")
+@given(conversations(), conversations(tag="b"), st.sampled_from(FORMATS), st.booleans(), st.data())
+def test_append_only_growth_is_never_refused(base, extra, fmt, send_tools, data):
+    """In every format, and with the (unchanged) tool list sent along with every check."""
+    tools = TOOLS if send_tools else None
+    guard = ContextGuard("prop-append", pass_cap=2, tools=tools)
+    observed = in_format(base, fmt)
+    guard.observe(observed, boundary=data.draw(st.integers(0, len(observed))))
+    grown = base + list(extra[1:])
+    report = guard.check(in_format(grown, fmt), kind="append", tools=tools)
     assert report.decision == "patch", report.explain()
-    assert report.violations == []
+    assert report.violations == [] and guard.passes_used == 0
 
 
 @SETTINGS
