@@ -6,7 +6,8 @@ one uvicorn worker, pinned to CPU 0 when there are two or more) and drives it fr
 loops. Phases:
 
 1. decode ceiling: POST /bench/decode (same HTTP stack, decodes and reads every span, stores nothing)
-2. full ingest: POST /v1/traces (validation, loop state, the shared detector, SQLite commit per request)
+2. full ingest: POST /v1/traces (validation, loop state, the shared detector, an SQLite commit before
+   each answer; requests queued together share one: group commit)
 3. overload: many more connections than admitted requests: counts 429/503, RSS before and after
 4. scale: a fresh monitor filled with 100,000 loops: RSS per tracked loop, GET /metrics render time
 

@@ -268,7 +268,8 @@ def monitor() -> Board:
           [("histogram_quantile(0.99, sum by (handler, le) "
             f"(job_handler_le:ctxwatch_monitor_request_duration_seconds_bucket:rate5m{J}}}))", "{{handler}}")],
           unit="s")
-    b.add("timeseries", "State database write p99", "Time to commit one request's changes (SQLite).",
+    b.add("timeseries", "State database write p99",
+          "Time to commit one batch of requests' changes (SQLite group commit; one observation per batch).",
           [(f"histogram_quantile(0.99, sum by (le) (job_le:ctxwatch_monitor_db_write_duration_seconds_bucket:rate5m"
             f"{J}}}))", "p99")], unit="s")
     b.add("timeseries", "Loops tracked per replica", "With N replicas each holds the loops routed to it.",

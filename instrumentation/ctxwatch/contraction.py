@@ -234,6 +234,9 @@ def _is_distance(x: object) -> bool:
 
 
 def _check_figures(d: float, literals_before: int, literals_lost: int) -> None:
+    if (type(d) is float and 0.0 <= d <= 1.0 and type(literals_before) is int and type(literals_lost) is int
+            and 0 <= literals_lost <= literals_before):
+        return  # the common case, decided without the checks below (which accept it too)
     if not _is_distance(d):
         raise ValueError(f"hash distance must be a finite number in [0, 1], got {d!r}")
     for name, value in (("literals_before", literals_before), ("literals_lost", literals_lost)):

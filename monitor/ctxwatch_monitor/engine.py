@@ -1,12 +1,14 @@
 """The monitor's state owner: applies decoded spans to loops, runs the shared detector, persists.
 
 All state lives on one thread (a single-worker executor), so spans, sweeps, queries and /metrics
-renders never race. `ingest` validates spans, applies the accepted ones in the order received (the order
-the SDK's batch processor exported them: end times come from wall clocks, which can step), feeds
-the applied rewrite cycles to the loop's `ctxwatch.contraction.ContractionDetector` (the same alarm
-logic the guard runs in-process) and commits the request's changes in one transaction before
-returning. If the commit fails, memory is reloaded from the database (the last acknowledged state)
-and `Unavailable` is raised, so the client retries and nothing is counted twice.
+renders never race. `apply` validates one request's spans, applies the accepted ones in the order
+received (the order the SDK's batch processor exported them: end times come from wall clocks, which
+can step) and feeds the applied rewrite cycles to the loop's `ctxwatch.contraction.ContractionDetector`
+(the same alarm logic the guard runs in-process); `commit` then writes everything applied since the
+last commit in one transaction, before any of those requests is answered (the receiver groups the
+requests queued meanwhile behind one commit, see `batches`). If the commit
+fails, memory is reloaded from the database (the last acknowledged state) and `Unavailable` is
+raised, so the clients retry and nothing is counted twice.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from .records import MutationRecord, Rejected, validate
 log = logging.getLogger("ctxwatch.monitor")
 MAX_REPORTED_REJECTIONS = 3
 T = TypeVar("T")
+# built once: json.dumps with options builds an encoder per call
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class Unavailable(RuntimeError):
@@ -110,8 +114,8 @@ class Engine:
         return loop
 
     # --- ingest --------------------------------------------------------------------------------------
-    def ingest(self, spans: list[RawSpan]) -> IngestResult:
-        """Validate, apply and persist one request's spans (on the state thread)."""
+    def apply(self, spans: list[RawSpan]) -> IngestResult:
+        """Validate and apply one request's spans in memory (on the state thread); `commit` persists them."""
         if not self.ready:
             raise Unavailable("the monitor's state is not loaded")
         records: list[MutationRecord] = []
@@ -125,14 +129,8 @@ class Engine:
             if record is not None:
                 records.append(record)
         now = time.time()
-        for record in records:
-            self._apply(record, now)
-        self._persist()
+        self.instruments.observe([(record, self._apply(record, now)) for record in records])
         ignored = len(spans) - len(records) - len(rejections)
-        instruments = self.instruments
-        instruments.spans_accepted.inc((), len(records))
-        instruments.spans_rejected.inc((), len(rejections))
-        instruments.spans_ignored.inc((), ignored)
         message = ""
         if rejections:
             shown = "; ".join(rejections[:MAX_REPORTED_REJECTIONS])
@@ -140,7 +138,17 @@ class Engine:
             message = f"{len(rejections)} span(s) rejected: {shown}" + (f"; and {more} more" if more > 0 else "")
         return IngestResult(len(records), len(rejections), ignored, message)
 
-    def _apply(self, record: MutationRecord, now: float) -> None:
+    def commit(self, results: list[IngestResult]) -> None:
+        """Persist everything applied since the last commit in one transaction, then count the requests'
+        spans (on the state thread; `Unavailable` when the state file cannot be written)."""
+        self._persist()
+        instruments = self.instruments
+        instruments.spans_accepted.inc((), sum(r.accepted for r in results))
+        instruments.spans_rejected.inc((), sum(r.rejected for r in results))
+        instruments.spans_ignored.inc((), sum(r.ignored for r in results))
+
+    def _apply(self, record: MutationRecord, now: float) -> tuple[str, str]:
+        """Apply one record to its loop; returns the loop's (service, agent) labels to count it under."""
         store = self.store
         loop = store.get(record.loop_id)
         if loop is None:
@@ -151,11 +159,10 @@ class Engine:
             store.dirty.add(loop.loop_id)
         else:
             store.touch(loop, record.service, record.agent, now)
-        self.instruments.observe(record, *loop.labels)
         if record.guard_state is not None:
             loop.guard_state = record.guard_state
         if record.kind == "append":
-            return
+            return loop.labels
         at = record.end_ns / 1e9 if record.end_ns else now
         cycle = 0
         if record.feeds_detector:
@@ -169,6 +176,7 @@ class Engine:
                 store.set_state(loop, verdict.state)
         loop.record(self.config.history, at, record.kind, record.decision, record.d, record.loss_rate,
                     record.before, record.lost, cycle)
+        return loop.labels
 
     def sweep(self) -> int:
         """Forget loops past the TTL and persist their removal."""
@@ -216,4 +224,4 @@ class Engine:
 def _row(loop: LoopState) -> tuple[Any, ...]:
     return (loop.loop_id, loop.service, loop.agent, loop.state, loop.onset, loop.flagged, loop.alarm_time,
             loop.cycles, loop.first_seen, loop.last_seen, loop.guard_state,
-            json.dumps(loop.detector.to_dict(), separators=(",", ":")), bytes(loop.history), loop.entries)
+            _compact_json(loop.detector.to_dict()), bytes(loop.history), loop.entries)

@@ -2,7 +2,8 @@
 
 Order of refusals: 401 (token), 415 (content type or encoding), 413 (declared length), 503 (state
 not loaded or not writable), 429 (more than `max_inflight` requests admitted), then the body is
-read with the decompressed-size cap (413), decoded (400, never retried) and applied. Spans that
+read with the decompressed-size cap (413), decoded (400, never retried), applied and committed
+(requests queued meanwhile share the transaction: `batches`) before the answer. Spans that
 are individually invalid are reported in `partial_success`. 429 and 503 carry `Retry-After`.
 Admitted requests are bounded, so memory held by request bodies is at most
 `max_inflight * max_body_bytes` however fast clients send.
@@ -13,6 +14,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from .auth import CHALLENGE, BearerAuth
+from .batches import GroupCommit
 from .engine import Engine, IngestResult, Unavailable
 from .otlp import DecodeError, decode, error_body, media_type, success_body
 from .records import RESOURCE_KEYS, SPAN_KEYS
@@ -59,8 +61,11 @@ def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False
     retry = {"Retry-After": str(config.retry_after)}
     router = APIRouter()
 
-    def ingest_body(body: bytes, encoding: str) -> IngestResult:
-        return engine.ingest(decode(body, encoding, SPAN_KEYS, RESOURCE_KEYS))
+    def apply_body(body: bytes, encoding: str) -> IngestResult:
+        return engine.apply(decode(body, encoding, SPAN_KEYS, RESOURCE_KEYS))
+
+    # decoded on the state thread too: one hand-off per batch, no GIL ping-pong with the event loop
+    batches = GroupCommit(engine.call, apply_body, engine.commit)
 
     def refuse(encoding: str, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
         return Response(error_body(encoding, status, message), status_code=status,
@@ -88,8 +93,7 @@ def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False
             if not store:
                 await engine.call(decode, body, encoding, SPAN_KEYS, RESOURCE_KEYS)
                 return Response(success_body(encoding, 0, ""), media_type=media_type(encoding))
-            # decoded on the state thread too: one hand-off per request, no GIL ping-pong with the loop
-            result = await engine.call(ingest_body, body, encoding)
+            result = await batches.submit(body, encoding)
         except WireError as exc:
             return refuse(encoding, exc.status, exc.message)
         except DecodeError as exc:
@@ -106,6 +110,22 @@ def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False
                  summary="OTLP/HTTP trace export (protobuf or JSON, optionally gzip)")
     async def export_traces(request: Request) -> Response:
         return await receive(request, store=True)
+
+    @router.post("/v1/metrics", tags=["ingest"], openapi_extra=_OPENAPI_BODY,
+                 summary="OTLP/HTTP metric export: accepted and dropped (the monitor's metrics come from spans)")
+    async def export_metrics(request: Request) -> Response:
+        """An agent whose SDK exports metrics to the same endpoint as its spans gets a 200 instead of a
+        404 on every interval; the body is read within the size cap and dropped."""
+        headers = request.headers
+        encoding = _guess_encoding(headers.get("content-type"))
+        if not auth.allows(headers.get("authorization")):
+            return refuse(encoding, 401, "missing or wrong bearer token", CHALLENGE)
+        try:
+            encoding = media_encoding(headers.get("content-type"))
+            await read_body(request.stream(), headers.get("content-encoding"), config.max_body_bytes)
+        except WireError as exc:
+            return refuse(encoding, exc.status, exc.message)
+        return Response(success_body(encoding, 0, ""), media_type=media_type(encoding))
 
     if decode_only:
         @router.post("/bench/decode", tags=["bench"], openapi_extra=_OPENAPI_BODY, include_in_schema=False)

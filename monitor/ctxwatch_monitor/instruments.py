@@ -9,9 +9,12 @@ incrementally by the loop store. Self-metrics are `ctxwatch_monitor_*`. Labels a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from operator import itemgetter
 
 from ctxwatch import semconv
+from ctxwatch.report import MUTATION_KINDS
+from ctxwatch.semconv import OVERFLOW
 
 from . import wire
 from .labels import BoundedLabel
@@ -23,6 +26,7 @@ _VECTOR_INDEX = {semconv.MUTATION_KIND: 0, semconv.DECISION: 1, AGENT_NAME: 2, s
                  semconv.ORPHAN_SIDE: 4, semconv.INVARIANT: 4}
 _DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 LOOP_LABELS = ("service", "agent", "state")
+_KINDS = frozenset(MUTATION_KINDS)
 EVICTION_REASONS = ("ttl", "cap")  # not seen within the TTL; least recently seen past the cap
 
 
@@ -81,7 +85,7 @@ class Instruments:
                                  "Loops forgotten: reason=ttl (not seen within the TTL) or cap (least recently "
                                  "seen, past the cap on tracked loops).", ("reason",))
         self.db_write_duration = Histogram("ctxwatch_monitor_db_write_duration_seconds",
-                                           "Time to commit one request's changes to the state database.",
+                                           "Time to commit one batch of ingest requests to the state database.",
                                            buckets=_DURATION_BUCKETS)
         self.inflight = Gauge("ctxwatch_monitor_inflight_requests", "Ingest requests admitted and not yet answered.")
         # every known label value starts at 0, so rate() sees the first event and panels have data
@@ -109,26 +113,39 @@ class Instruments:
         vector = (kind, decision, agent, service, "")
         return tuple(f.key(vector) for f in self._base)
 
-    def observe(self, record: MutationRecord, service: str, agent: str) -> None:
-        """Count one accepted mutation span under its bounded labels."""
-        base = (semconv.bounded_kind(record.kind), record.decision, agent, service)
+    def observe(self, observed: Iterable[tuple[MutationRecord, tuple[str, str]]]) -> None:
+        """Count one request's accepted mutation spans, each with its loop's bounded (service, agent).
+
+        Spans are grouped by their label tuple first, so each series is updated once per request."""
+        groups: dict[tuple[str, str, str, str], list[MutationRecord]] = {}
+        for record, (service, agent) in observed:
+            kind = record.kind
+            base = (kind if kind in _KINDS else OVERFLOW, record.decision, agent, service)
+            group = groups.get(base)
+            if group is None:
+                groups[base] = [record]
+            else:
+                group.append(record)
+        for base, records in groups.items():
+            self._observe_group(base, records)
+
+    def _observe_group(self, base: tuple[str, str, str, str], records: list[MutationRecord]) -> None:
         keys = self._key_cache.get(base)
         if keys is None:
             keys = self._key_cache[base] = self._base_keys(*base)
         mutations, lost, deferrals, distance, loss_rate, pass_number = keys
-        self.mutations.family.inc(mutations)
-        if record.lost:
-            self.lost_literals.family.inc(lost, record.lost)
-        if record.decision == "defer":
-            self.deferrals.family.inc(deferrals)
-        if record.d is not None:
-            self.hash_distance.family.observe(distance, record.d)
-        if record.before:
-            self.loss_rate.family.observe(loss_rate, record.lost / record.before)
-        if record.pass_number is not None:
-            self.pass_number.family.observe(pass_number, record.pass_number)
-        if record.orphans_tool_use or record.orphans_tool_result or record.violations or record.warnings:
-            self._observe_findings(record, [semconv.bounded_kind(record.kind), record.decision, agent, service, ""])
+        self.mutations.family.inc(mutations, len(records))
+        if base[1] == "defer":
+            self.deferrals.family.inc(deferrals, len(records))
+        if total_lost := sum([r.lost for r in records]):
+            self.lost_literals.family.inc(lost, total_lost)
+        self.hash_distance.family.observe_many(distance, [r.d for r in records if r.d is not None])
+        self.loss_rate.family.observe_many(loss_rate, [r.lost / r.before for r in records if r.before])
+        self.pass_number.family.observe_many(pass_number,
+                                             [r.pass_number for r in records if r.pass_number is not None])
+        for record in records:
+            if record.orphans_tool_use or record.orphans_tool_result or record.violations or record.warnings:
+                self._observe_findings(record, list(base) + [""])
 
     def _observe_findings(self, record: MutationRecord, vector: list[str]) -> None:
         for side, count in (("tool_use", record.orphans_tool_use), ("tool_result", record.orphans_tool_result)):

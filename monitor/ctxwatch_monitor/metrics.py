@@ -81,11 +81,20 @@ class Histogram(Family):
         self._le = [floatToGoString(b) for b in self.buckets] + ["+Inf"]
 
     def observe(self, key: Key, value: float) -> None:
+        self.observe_many(key, (value,))
+
+    def observe_many(self, key: Key, values: Sequence[float]) -> None:
+        """`observe` each of `values` in the one series `key`."""
+        if not values:
+            return
         series = self.values.get(key)
         if series is None:
             series = self.values[key] = [0] * (len(self.buckets) + 1) + [0.0]
-        series[bisect_left(self.buckets, value)] += 1
-        series[-1] += value
+        buckets, total = self.buckets, series[-1]
+        for value in values:
+            series[bisect_left(buckets, value)] += 1
+            total += value
+        series[-1] = total
         if self.persist:
             self.dirty.add(key)
 

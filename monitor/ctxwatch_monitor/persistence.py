@@ -1,9 +1,10 @@
 """The SQLite state file: loops with their history and detector state, persisted metric series.
 
-One transaction per ingest request (`write`), committed before the request is answered, in WAL
-mode; `synchronous=FULL` (the default) survives power loss, `NORMAL` survives a process crash.
-Loop rows are upserted whole (the history ring is a blob), evicted loops are deleted, and metric
-series changed by the request are upserted. `load` returns everything in least-recently-seen order.
+One transaction per batch of ingest requests (`write`), committed before any of them is answered,
+in WAL mode; `synchronous=FULL` (the default) survives power loss, `NORMAL` survives a process
+crash. Loop rows are upserted whole, in place (the history ring is a blob), evicted loops are
+deleted, and metric series changed by the batch are upserted (the JSON of their label tuples is
+cached: labels are bounded). `load_loops` returns loops in least-recently-seen order.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ CREATE TABLE IF NOT EXISTS series (
     family TEXT NOT NULL, labels TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (family, labels)
 ) WITHOUT ROWID;
 """
-_UPSERT_LOOP = "INSERT OR REPLACE INTO loops VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-_UPSERT_SERIES = "INSERT OR REPLACE INTO series VALUES (?,?,?)"
-_UPSERT_META = "INSERT OR REPLACE INTO meta VALUES (?,?)"
 LOOP_COLUMNS = ("loop_id", "service", "agent", "state", "onset", "flagged", "alarm_time", "cycles", "first_seen",
                 "last_seen", "guard_state", "detector", "history", "entries")
+# an update in place (not INSERT OR REPLACE, a delete and an insert that also rewrites the key index)
+_UPSERT_LOOP = (f"INSERT INTO loops VALUES ({','.join('?' * len(LOOP_COLUMNS))}) ON CONFLICT (loop_id) DO UPDATE SET "
+                + ", ".join(f"{c}=excluded.{c}" for c in LOOP_COLUMNS[1:]))
+_UPSERT_SERIES = "INSERT OR REPLACE INTO series VALUES (?,?,?)"
+_UPSERT_META = "INSERT OR REPLACE INTO meta VALUES (?,?)"
 
 
 class StateFileError(RuntimeError):
@@ -43,6 +46,7 @@ class Database:
 
     def __init__(self, path: str, synchronous: str = "full") -> None:
         self.path = path
+        self._labels: dict[tuple[str, ...], str] = {}  # bounded: metric labels are bounded
         try:
             self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self.conn.execute("PRAGMA journal_mode=WAL")
@@ -72,19 +76,25 @@ class Database:
 
     def write(self, loops: Iterable[tuple[Any, ...]], removed: Iterable[str],
               series: Iterable[tuple[str, tuple[str, ...], Any]], meta: dict[str, Any]) -> None:
-        """Apply one request's changes in one transaction (raises sqlite3.Error; rolled back then)."""
+        """Apply one batch's changes in one transaction (raises sqlite3.Error; rolled back then)."""
         conn = self.conn
         conn.execute("BEGIN")
         try:
             conn.executemany(_UPSERT_LOOP, loops)
             conn.executemany("DELETE FROM loops WHERE loop_id=?", ((loop_id,) for loop_id in removed))
-            conn.executemany(_UPSERT_SERIES, ((f, json.dumps(k), json.dumps(v)) for f, k, v in series))
+            conn.executemany(_UPSERT_SERIES, ((f, self._labels_json(k), json.dumps(v)) for f, k, v in series))
             conn.executemany(_UPSERT_META, ((k, json.dumps(v)) for k, v in meta.items()))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    def _labels_json(self, labels: tuple[str, ...]) -> str:
+        text = self._labels.get(labels)
+        if text is None:
+            text = self._labels[labels] = json.dumps(labels)
+        return text
 
     def close(self) -> None:
         self.conn.close()

@@ -33,7 +33,8 @@ _STRING_LIMITS = {
     semconv.CONTRACTION_STATE: MAX_TOKEN_LENGTH,
 }
 _LIST_KEYS = frozenset({semconv.VIOLATIONS, semconv.WARNINGS})
-SPAN_KEYS: frozenset[str] = frozenset({*_INT_KEYS, *_STRING_LIMITS, *_LIST_KEYS, semconv.HASH_DISTANCE})
+_DOUBLE_KEYS = frozenset({semconv.HASH_DISTANCE})
+SPAN_KEYS: frozenset[str] = frozenset({*_INT_KEYS, *_STRING_LIMITS, *_LIST_KEYS, *_DOUBLE_KEYS})
 RESOURCE_KEYS: frozenset[str] = frozenset({semconv.LOOP_ID, RESOURCE_SERVICE_NAME})
 _DECISIONS = frozenset(DECISIONS)
 
@@ -49,12 +50,13 @@ class MutationRecord:
                  "lost", "orphans_tool_use", "orphans_tool_result", "violations", "warnings", "guard_state",
                  "end_ns")
 
-    def __init__(self, loop_id: str, service: str, attrs: dict[str, Any], end_ns: int) -> None:
-        """`attrs` are the span's validated attributes."""
+    def __init__(self, attrs: dict[str, Any], end_ns: int) -> None:
+        """`attrs` are the span's type-checked attributes; `validate` checks the rest and fills in
+        the loop id and service from the resource when the span has none."""
         get = attrs.get
-        self.loop_id, self.service, self.end_ns = loop_id, service, end_ns
+        self.loop_id, self.service, self.end_ns = get(semconv.LOOP_ID), get(semconv.SERVICE_NAME), end_ns
         self.agent = get(AGENT_NAME) or ""
-        self.kind, self.decision = attrs[semconv.MUTATION_KIND], attrs[semconv.DECISION]
+        self.kind, self.decision = get(semconv.MUTATION_KIND), get(semconv.DECISION)
         self.pass_number, self.pass_cap = get(semconv.PASS_NUMBER), get(semconv.PASS_CAP)
         self.before, self.lost = get(semconv.LITERALS_BEFORE) or 0, get(semconv.LITERALS_LOST) or 0
         self.orphans_tool_use = get(semconv.ORPHANS_TOOL_USE) or 0
@@ -122,27 +124,36 @@ def validate(span: RawSpan) -> MutationRecord | None:
     attrs, where = span.attributes, span.where
     if attrs.get(semconv.MUTATION_KIND) is None:
         return None
+    string_limit = _STRING_LIMITS.get
     for key, value in attrs.items():
         kind = type(value)
-        # fast path for the common cases; anything else (doubles, arrays, None, errors) is checked in full
+        # fast path for the values a guard sends; anything else (None, errors, non-empty arrays) in full
         if kind is str:
-            if len(value) <= _STRING_LIMITS.get(key, -1):
+            if len(value) <= string_limit(key, -1):
                 continue
-        elif kind is int and value >= 0 and key in _INT_KEYS:
+        elif kind is int:
+            if value >= 0 and key in _INT_KEYS:
+                continue
+        elif kind is float:
+            if 0.0 <= value <= 1.0 and key in _DOUBLE_KEYS:  # also refuses NaN
+                continue
+        elif kind is list and not value and key in _LIST_KEYS:
             continue
         if value is not None and (problem := _problem(key, value)) is not None:
             raise Rejected(f"{where}: attribute {key} {problem}")
-    if not attrs[semconv.MUTATION_KIND]:
+    record = MutationRecord(attrs, span.end_time_ns)
+    if not record.kind:
         raise Rejected(f"{where}: attribute {semconv.MUTATION_KIND} is empty")
-    decision = attrs.get(semconv.DECISION)
-    if decision not in _DECISIONS:
-        shown = "nothing" if decision is None else repr(decision)
+    if record.decision not in _DECISIONS:
+        shown = "nothing" if record.decision is None else repr(record.decision)
         raise Rejected(f"{where}: attribute {semconv.DECISION} must be one of {', '.join(DECISIONS)}, got {shown}")
-    lost, before = attrs.get(semconv.LITERALS_LOST) or 0, attrs.get(semconv.LITERALS_BEFORE) or 0
-    if lost > before:
-        raise Rejected(f"{where}: {semconv.LITERALS_LOST} ({lost}) exceeds {semconv.LITERALS_BEFORE} ({before})")
-    loop_id = attrs.get(semconv.LOOP_ID) or _resource_string(span, semconv.LOOP_ID)
-    if not loop_id:
-        raise Rejected(f"{where}: no {semconv.LOOP_ID} on the span or its resource")
-    service = attrs.get(semconv.SERVICE_NAME) or _resource_string(span, RESOURCE_SERVICE_NAME)
-    return MutationRecord(loop_id, service, attrs, span.end_time_ns)
+    if record.lost > record.before:
+        raise Rejected(f"{where}: {semconv.LITERALS_LOST} ({record.lost}) exceeds {semconv.LITERALS_BEFORE} "
+                       f"({record.before})")
+    if not record.loop_id:
+        record.loop_id = _resource_string(span, semconv.LOOP_ID)
+        if not record.loop_id:
+            raise Rejected(f"{where}: no {semconv.LOOP_ID} on the span or its resource")
+    if not record.service:
+        record.service = _resource_string(span, RESOURCE_SERVICE_NAME)
+    return record
