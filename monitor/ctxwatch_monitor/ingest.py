@@ -11,6 +11,8 @@ Admitted requests are bounded, so memory held by request bodies is at most
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 
 from .auth import CHALLENGE, BearerAuth
@@ -71,13 +73,22 @@ def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False
         return Response(error_body(encoding, status, message), status_code=status,
                         media_type=media_type(encoding), headers=headers)
 
-    async def receive(request: Request, store: bool) -> Response:
-        headers = request.headers
+    def screen(headers: Any) -> tuple[str, Response | None]:
+        """The token and the content type of an export: (its encoding, a refusal or None)."""
         encoding = _guess_encoding(headers.get("content-type"))
         if not auth.allows(headers.get("authorization")):
-            return refuse(encoding, 401, "missing or wrong bearer token", CHALLENGE)
+            return encoding, refuse(encoding, 401, "missing or wrong bearer token", CHALLENGE)
         try:
-            encoding = media_encoding(headers.get("content-type"))
+            return media_encoding(headers.get("content-type")), None
+        except WireError as exc:
+            return encoding, refuse(encoding, exc.status, exc.message)
+
+    async def receive(request: Request, store: bool) -> Response:
+        headers = request.headers
+        encoding, refusal = screen(headers)
+        if refusal is not None:
+            return refusal
+        try:
             declared_length_ok(headers.get("content-length"), headers.get("content-encoding"),
                                config.max_body_bytes)
         except WireError as exc:
@@ -116,13 +127,11 @@ def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False
     async def export_metrics(request: Request) -> Response:
         """An agent whose SDK exports metrics to the same endpoint as its spans gets a 200 instead of a
         404 on every interval; the body is read within the size cap and dropped."""
-        headers = request.headers
-        encoding = _guess_encoding(headers.get("content-type"))
-        if not auth.allows(headers.get("authorization")):
-            return refuse(encoding, 401, "missing or wrong bearer token", CHALLENGE)
+        encoding, refusal = screen(request.headers)
+        if refusal is not None:
+            return refusal
         try:
-            encoding = media_encoding(headers.get("content-type"))
-            await read_body(request.stream(), headers.get("content-encoding"), config.max_body_bytes)
+            await read_body(request.stream(), request.headers.get("content-encoding"), config.max_body_bytes)
         except WireError as exc:
             return refuse(encoding, exc.status, exc.message)
         return Response(success_body(encoding, 0, ""), media_type=media_type(encoding))
