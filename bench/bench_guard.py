@@ -59,22 +59,25 @@ def fresh_copy(messages: list[Message]) -> list[Message]:
 
 
 def proposals(base: list[Message], count: int, changed: int, seed: int) -> list[list[Message]]:
-    """`count` proposals, each rewriting `changed` text messages of `base` (new content, new objects)."""
+    """`count` successive proposals, each rewriting `changed` text messages of the one before it (the
+    first: of `base`), with new content in new objects — so every check sees exactly `changed`
+    messages replaced relative to the context the guard holds."""
     rng = random.Random(seed)
     text_positions = [i for i, m in enumerate(base) if i > 0 and m.role in ("user", "assistant") and not m.call_ids]
     out = []
+    current = list(base)
     for _ in range(count):
-        p = list(base)
+        current = list(current)
         for i in rng.sample(text_positions, changed):
-            p[i] = Message(base[i].role, [TextPart(sentence(rng, 150) + " (condensed)")])
-        out.append(p)
+            current[i] = Message(base[i].role, [TextPart(sentence(rng, 150) + f" (condensed {len(out)})")])
+        out.append(current)
     return out
 
 
 def cold_first_check(base: list[Message], repeat: int, seed: int, enforce: dict | None = None) -> Timing:
     """A new guard observing fresh message objects (nothing cached), then its first check."""
     label = "cold: observe + first check" + (" (structural)" if enforce else " (every invariant)")
-    runs = iter([(fresh_copy(base), fresh_copy(p)) for p in proposals(base, repeat, 5, seed=seed)])
+    runs = iter([(fresh_copy(base), fresh_copy(proposals(base, 1, 5, seed=seed + k)[0])) for k in range(repeat)])
     state: dict = {}
 
     def setup() -> None:

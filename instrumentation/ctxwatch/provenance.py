@@ -14,13 +14,14 @@ import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 from .model import Message
 
 GENESIS = "0" * 64
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 _HASHED_FIELDS = ("seq", "span_id", "pre", "post", "pass_number", "kind", "order", "prev")
 
 
@@ -28,8 +29,9 @@ def image_hash(message: Message) -> str:
     return hashlib.sha256(message.canonical()).hexdigest()
 
 
-@dataclass(frozen=True)
-class ProvenanceEntry:
+class ProvenanceEntry(NamedTuple):
+    """One entry of the chain (immutable)."""
+
     seq: int
     span_id: str | None
     pre: str | None          # SHA-256 of the span before (None: the span is new)
@@ -43,7 +45,7 @@ class ProvenanceEntry:
     @staticmethod
     def compute_hash(fields: dict) -> str:
         """SHA-256 over the fields in a fixed order, each as JSON (so a changed type changes the hash)."""
-        body = json.dumps([fields.get(k) for k in _HASHED_FIELDS], separators=(",", ":"))
+        body = _ENCODER.encode([fields.get(k) for k in _HASHED_FIELDS])
         return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -125,11 +127,11 @@ class ProvenanceLog:
             self._append(None, None, None, pass_number, kind, order)
 
     def verify(self) -> ChainCheck:
-        return verify_entries(asdict(e) for e in self._entries)
+        return verify_entries(e._asdict() for e in self._entries)
 
     def export_jsonl(self, target: str | Path | IO[str]) -> int:
         """Write the chain as JSON lines; returns the number of entries written."""
-        lines = [json.dumps(asdict(e), sort_keys=True) + "\n" for e in self._entries]
+        lines = [json.dumps(e._asdict(), sort_keys=True) + "\n" for e in self._entries]
         if isinstance(target, (str, Path)):
             Path(target).write_text("".join(lines), encoding="utf-8")
         else:
