@@ -26,13 +26,17 @@ from . import decision as decisions
 from .contraction import ContractionDetector, DetectorConfig
 from .deferral import DeferralQueue, carried_text, elision_marker, whole_pair_compaction
 from .diff import Change
-from .directives import DEFAULT_MARKERS, find_directives
+from .directives import DEFAULT_MARKERS
 from .errors import InvalidContextError, NonMonotonicRewriteError
 from .fingerprint import Fingerprinter, distance
 from .formats import FormatBridge, copy_shape
+from .invariants.directive_colocation import check_colocation
+from .invariants.literal_loss import check_literal_loss, literal_diff
+from .invariants.order import check_order
 from .invariants.pairing import PairIndex, check_pairing, index_pairs, introduced_orphans, strict_for
 from .invariants.plan import Plan, check_barrier, check_plan, pin_lines
 from .invariants.policy import PolicyRegion, PolicySelector, check_pass_cap
+from .invariants.prefix import check_prefix, check_rerender
 from .invariants.references import SymbolIndex
 from .invariants.schemas import SchemaRegistry, check_schemas
 from .literals import LiteralRegistry
@@ -389,17 +393,17 @@ class ContextGuard:
                 findings.append(Finding(invariant, f"the {invariant} check failed internally "
                                         f"({type(exc).__name__}: {exc}); refusing, since checks fail closed"))
 
-        run("prefix_identity", lambda: self._check_prefix(change, prefix_change_allowed))
-        run("rerender", lambda: self._check_rerender(change, rendered))
+        run("prefix_identity", lambda: check_prefix(change, prefix_change_allowed))
+        run("rerender", lambda: check_rerender(change, self._rendered, rendered))
         run("tool_pairing", lambda: check_pairing(self._pairs, after_pairs))
         run("schema_version", lambda: check_schemas(self.registry, tools, after_pairs))
         run("barrier", lambda: check_barrier(self._pairs.pending, self._in_flight, not rewrite))
         if rewrite:
             run("policy_isolation", lambda: self.policy.check(change, self._symbols))
-            run("order", lambda: self._check_order(change))
+            run("order", lambda: check_order(change))
             run("plan_reference", lambda: check_plan(self.plan, self._symbols, change.removed_messages,
                                                      change.added_messages))
-            run("directive_colocation", lambda: self._check_directives(change))
+            run("directive_colocation", lambda: check_colocation(change, self.directive_markers))
             run("literal_loss", lambda: self._check_literals(change, figures))
             run("pass_cap", lambda: self._check_pass_cap(figures))
         findings = decisions.apply_table(findings, self.enforcement)
@@ -429,75 +433,10 @@ class ContextGuard:
         return report, after_pairs, figures.get("fp_after")
 
     # --- individual checks that need guard state -----------------------------------------------------
-    def _check_prefix(self, change: Change, allowed: bool) -> list[Finding]:
-        # A pure truncation (a rollback of the latest turns) leaves every remaining message exactly
-        # the prefix it was generated from: the record's hazard cannot arise, so it is not deferred.
-        truncation = change.prefix_len == len(change.after)
-        if allowed or truncation or not change.touches_consumed_prefix:
-            return []
-        b = change.before.boundary
-        f = Finding(
-            "prefix_identity",
-            f"the rewrite alters the consumed prefix (messages 0..{b - 1}; first difference at message "
-            f"{change.prefix_len}); the model generated its last turn from the old prefix. Deferred to the next "
-            "session boundary (guard.session_boundary()) or compact in whole-pair units "
-            "(guard.compact_in_whole_pairs()).",
-            action="defer", details={"first_difference": change.prefix_len, "boundary": b},
-        )
-        if change.kind == "self_edit":
-            return [Finding("prefix_identity", "a model-requested self-edit alters the consumed prefix "
-                            f"(first difference at message {change.prefix_len}); self-edits are untrusted "
-                            "proposals and are not deferred", details=f.details)]
-        return [f]
-
-    def _check_rerender(self, change: Change, rendered: Any) -> list[Finding]:
-        if rendered is None or self._rendered is None or change.touches_consumed_prefix:
-            return []
-        old = self._rendered
-        if type(old) is not type(rendered):
-            return [Finding("rerender", f"the re-render is a {type(rendered).__name__}, the consumed prompt a "
-                            f"{type(old).__name__}: render both the same way")]
-        if rendered[: len(old)] == old:
-            return []
-        at = next((i for i, (a, b) in enumerate(zip(old, rendered, strict=False)) if a != b),
-                  min(len(old), len(rendered)))
-        return [Finding("rerender", f"the messages of the consumed prefix are unchanged but their rendering is "
-                        f"not byte-stable: it differs at position {at} of {len(old)}; make the renderer "
-                        "deterministic (key order, whitespace, timestamps)", details={"position": at})]
-
-    def _check_order(self, change: Change) -> list[Finding]:
-        if change.kind == "rerank" or change.kept_order_preserved:
-            return []
-        return [Finding("order", f"the {change.kind} reorders the messages it keeps; dependencies stated in "
-                        "order (do X before Y) may invert. Keep relative order, or declare kind='rerank' "
-                        "(recorded with its order in the provenance log).")]
-
-    def _check_directives(self, change: Change) -> list[Finding]:
-        hits = find_directives(change.added_messages, self.directive_markers)
-        if not hits:
-            return []
-        markers = sorted({marker for _, marker in hits})
-        return [Finding("directive_colocation", f"the rewrite writes its own directive into the buffer "
-                        f"({', '.join(repr(m) for m in markers)}); the next pass will re-execute it and compound "
-                        "the compression. Keep the directive out of band (ctxwatch.directives.strip_directives).",
-                        details={"markers": markers})]
-
     def _check_literals(self, change: Change, figures: dict[str, Any]) -> list[Finding]:
-        removed_lits: Counter[str] = Counter()
-        for m in change.removed_messages:
-            removed_lits.update(self.literals.of(m))
-        added_lits: set[str] = set()
-        for m in change.added_messages:
-            added_lits |= self.literals.of(m)
-        lost = {lit for lit, n in removed_lits.items()
-                if self._literal_counts[lit] - n <= 0 and lit not in added_lits}
-        figures["lost"] = lost
-        figures["literals_before"] = len(self._literal_counts)
-        if not lost:
-            return []
-        return [Finding("literal_loss", f"the rewrite loses {len(lost)} of {len(self._literal_counts)} protected "
-                        f"literals: {sorted(lost)[:12]}{' …' if len(lost) > 12 else ''}",
-                        details={"lost": sorted(lost)})]
+        diff = literal_diff(change, self.literals, self._literal_counts)
+        figures["lost"], figures["literals_before"] = diff.lost, diff.before
+        return check_literal_loss(diff)
 
     def _check_pass_cap(self, figures: dict[str, Any]) -> list[Finding]:
         found, pressure = check_pass_cap(self.passes_used, self._pass_cap, self._size, self.budget)

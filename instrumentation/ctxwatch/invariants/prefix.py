@@ -1,0 +1,54 @@
+"""Record 000, prefix identity and byte-stable re-rendering of the consumed prefix.
+
+A rewrite may not alter what the model has consumed (the messages before the generation
+boundary): such a rewrite is deferred (to the next session boundary, or applied as whole-pair
+compaction). A pure truncation, a rollback of the latest turns, is not an alteration: every
+remaining message sits on exactly the prefix it was generated from. A model-requested self-edit
+of the consumed prefix is refused outright, being an untrusted proposal. When the runtime renders
+the prompt itself, the rendering of an unchanged prefix must be byte-stable too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..diff import Change
+from ..report import Finding
+
+
+def check_prefix(change: Change, allowed: bool = False) -> list[Finding]:
+    """A `prefix_identity` finding when the rewrite alters the consumed prefix (unless `allowed`)."""
+    truncation = change.prefix_len == len(change.after)
+    if allowed or truncation or not change.touches_consumed_prefix:
+        return []
+    boundary = change.before.boundary
+    details = {"first_difference": change.prefix_len, "boundary": boundary}
+    if change.kind == "self_edit":
+        return [Finding("prefix_identity", "a model-requested self-edit alters the consumed prefix "
+                        f"(first difference at message {change.prefix_len}); self-edits are untrusted "
+                        "proposals and are not deferred", details=details)]
+    return [Finding(
+        "prefix_identity",
+        f"the rewrite alters the consumed prefix (messages 0..{boundary - 1}; first difference at message "
+        f"{change.prefix_len}); the model generated its last turn from the old prefix. Deferred to the next "
+        "session boundary (guard.session_boundary()) or compact in whole-pair units "
+        "(guard.compact_in_whole_pairs()).",
+        action="defer", details=details,
+    )]
+
+
+def check_rerender(change: Change, consumed: Any, rendered: Any) -> list[Finding]:
+    """A `rerender` finding when the messages of the consumed prefix are unchanged but `rendered` (text,
+    bytes or token ids) does not start with the rendering the model `consumed`."""
+    if rendered is None or consumed is None or change.touches_consumed_prefix:
+        return []
+    if type(consumed) is not type(rendered):
+        return [Finding("rerender", f"the re-render is a {type(rendered).__name__}, the consumed prompt a "
+                        f"{type(consumed).__name__}: render both the same way")]
+    if rendered[: len(consumed)] == consumed:
+        return []
+    at = next((i for i, (a, b) in enumerate(zip(consumed, rendered, strict=False)) if a != b),
+              min(len(consumed), len(rendered)))
+    return [Finding("rerender", f"the messages of the consumed prefix are unchanged but their rendering is "
+                    f"not byte-stable: it differs at position {at} of {len(consumed)}; make the renderer "
+                    "deterministic (key order, whitespace, timestamps)", details={"position": at})]
