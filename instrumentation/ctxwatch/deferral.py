@@ -119,8 +119,11 @@ def carried_text(added: Sequence[Message]) -> str:
     return "\n".join(m.text for m in added if m.text)
 
 
-def elision_marker(role: str, elided: int, units: int, carried_text: str) -> Message:
-    text = f"{ELISION_PREFIX}: {elided} messages in {units} whole units were removed from this conversation."
+def elision_marker(role: str, elided: int, units: int, carried_text: str, pass_number: int) -> Message:
+    """The note appended at the frontier. It names its pass, so two markers are never the same message
+    (identical messages would make the relative order of what a later rewrite keeps ambiguous)."""
+    text = (f"{ELISION_PREFIX} (pass {pass_number}): {elided} messages in {units} whole units were removed "
+            "from this conversation.")
     if carried_text:
         text += " What they contained, in summary:\n" + carried_text
     return Message(role, [TextPart(text)])

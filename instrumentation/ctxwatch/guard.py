@@ -308,7 +308,7 @@ class ContextGuard:
         kept, units, elided = whole_pair_compaction(self._context.messages, dropped)
         if not elided:
             return None
-        return tuple(kept) + (elision_marker(self.elision_role, elided, units, carried_text),)
+        return tuple(kept) + (elision_marker(self.elision_role, elided, units, carried_text, self.passes_used + 1),)
 
     def _converts(self, kind: str) -> bool:
         return self.deferral_mode == "whole_pairs" or (self.deferral_mode == "auto" and kind in WHOLE_PAIR_KINDS)
