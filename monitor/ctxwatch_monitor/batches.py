@@ -5,7 +5,9 @@ at a time hands everything queued so far to the state thread as a batch: each re
 its own (`apply(*args)`; an exception is that request's outcome only), then `commit(results)`
 persists the whole batch in one transaction, and only then are the requests answered. A failed
 commit is every applied request's outcome, so no request is acknowledged before its data is on
-disk. Batches are bounded by the ingest admission limit, and under light load a batch is one request.
+disk. An exception of a `poison` type (the state was reset part-way) fails the whole batch
+uncommitted: what the batch applied before it is gone from memory too. Batches are bounded by the
+ingest admission limit, and under light load a batch is one request.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ class GroupCommit(Generic[R]):
     """Batches `apply` calls on the state thread behind one `commit` each (see the module docstring)."""
 
     def __init__(self, call: Callable[..., Awaitable[Any]], apply: Callable[..., R],
-                 commit: Callable[[list[R]], None]) -> None:
+                 commit: Callable[[list[R]], None], poison: tuple[type[BaseException], ...] = ()) -> None:
         self._call, self._apply, self._commit = call, apply, commit
+        self._poison = poison
         self._pending: list[tuple[tuple[Any, ...], asyncio.Future[R]]] = []
         self._pump: asyncio.Task[None] | None = None
 
@@ -63,6 +66,8 @@ class GroupCommit(Generic[R]):
         for args in jobs:
             try:
                 outcomes.append((self._apply(*args), None))
+            except self._poison as exc:
+                return [(None, exc)] * len(jobs)
             except Exception as exc:
                 outcomes.append((None, exc))
         try:

@@ -42,6 +42,11 @@ class Unavailable(RuntimeError):
     """The state cannot be written right now (answered with 503 and Retry-After)."""
 
 
+class StateReset(Unavailable):
+    """Applying a request failed part-way; memory was reloaded from the last commit, so nothing applied
+    since then may be committed (every request of the batch is answered 503)."""
+
+
 class IngestResult(NamedTuple):
     accepted: int
     rejected: int
@@ -129,7 +134,12 @@ class Engine:
             if record is not None:
                 records.append(record)
         now = time.time()
-        self.instruments.observe([(record, self._apply(record, now)) for record in records])
+        try:
+            self.instruments.observe([(record, self._apply(record, now)) for record in records])
+        except Exception as exc:  # a half-applied request must not reach the database
+            log.exception("ctxwatch monitor: applying a request failed; reloading the last committed state")
+            self._reload_after_failure()
+            raise StateReset(f"applying the request failed ({type(exc).__name__}); state reloaded") from exc
         ignored = len(spans) - len(records) - len(rejections)
         message = ""
         if rejections:

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request, Response
 
 from .auth import CHALLENGE, BearerAuth
 from .batches import GroupCommit
-from .engine import Engine, IngestResult, Unavailable
+from .engine import Engine, IngestResult, StateReset, Unavailable
 from .otlp import DecodeError, decode, error_body, media_type, success_body
 from .records import RESOURCE_KEYS, SPAN_KEYS
 from .wire import JSON, PROTOBUF, WireError, declared_length_ok, media_encoding, read_body
@@ -67,7 +67,7 @@ def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False
         return engine.apply(decode(body, encoding, SPAN_KEYS, RESOURCE_KEYS))
 
     # decoded on the state thread too: one hand-off per batch, no GIL ping-pong with the event loop
-    batches = GroupCommit(engine.call, apply_body, engine.commit)
+    batches = GroupCommit(engine.call, apply_body, engine.commit, poison=(StateReset,))
 
     def refuse(encoding: str, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
         return Response(error_body(encoding, status, message), status_code=status,

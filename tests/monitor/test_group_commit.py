@@ -19,6 +19,10 @@ import pytest
 from ctxwatch_monitor.batches import GroupCommit
 
 
+class Reset(RuntimeError):
+    """Stands for the engine's StateReset: the state was reloaded part-way through an apply."""
+
+
 class StateThread:
     """A single-worker executor like the engine's, recording applies and commits in order."""
 
@@ -36,6 +40,8 @@ class StateThread:
             self.release.wait(10)  # keeps the state thread busy while the others queue
         if name == "bad":
             raise ValueError("undecodable")
+        if name == "reset":
+            raise Reset("half applied; memory reloaded")
         self.events.append(("apply", name))
         return name.upper()
 
@@ -48,7 +54,8 @@ class StateThread:
 def run(scenario: Any) -> Any:
     state = StateThread()
     try:
-        return asyncio.run(scenario(state, GroupCommit(state.call, state.apply, state.commit))), state
+        batches = GroupCommit(state.call, state.apply, state.commit, poison=(Reset,))
+        return asyncio.run(scenario(state, batches)), state
     finally:
         state.release.set()
         state.executor.shutdown(wait=True)
@@ -113,3 +120,20 @@ def test_every_request_gets_its_own_result(requests: int) -> None:
     assert results == [f"R{i}" for i in range(requests)]
     committed = [r for event, batch in state.events if event == "commit" for r in batch]
     assert committed == results
+
+
+def test_a_state_reset_fails_the_whole_batch_uncommitted() -> None:
+    """What the batch applied before the reset is gone from memory: committing the rest would
+    acknowledge requests whose effect is lost, so every request of the batch fails (503, retried)."""
+    async def scenario(state: StateThread, batches: GroupCommit[str]) -> list[Any]:
+        first = asyncio.create_task(batches.submit("first"))
+        await asyncio.sleep(0.05)
+        queued = [asyncio.create_task(batches.submit(n)) for n in ("a", "reset", "b")]
+        await asyncio.sleep(0.05)
+        state.release.set()
+        return [await first, *await asyncio.gather(*queued, return_exceptions=True), await batches.submit("c")]
+
+    outcomes, state = run(scenario)
+    assert outcomes[0] == "FIRST" and outcomes[-1] == "C"
+    assert all(isinstance(o, Reset) for o in outcomes[1:4])
+    assert [e for e in state.events if e[0] == "commit"] == [("commit", ("FIRST",)), ("commit", ("C",))]
