@@ -133,8 +133,9 @@ class Message:
         self.tool_calls: tuple[ToolCall, ...] = tuple(p for p in self.parts if type(p) is ToolCall)
         self.call_ids: tuple[str, ...] = tuple(p.id for p in self.tool_calls)
         self.result_ids: tuple[str, ...] = tuple(p.call_id for p in self.parts if type(p) is ToolResult)
-        # says something besides tool traffic (text, or nothing at all): a call before it is cut off
-        self.plain: bool = not self.parts or any(type(p) is TextPart for p in self.parts)
+        # carries something besides tool traffic (text, an image, reasoning...) or nothing at all
+        self.plain: bool = not self.parts or any(type(p) is not ToolCall and type(p) is not ToolResult
+                                                 for p in self.parts)
 
     # --- identity -------------------------------------------------------------------------
     def canonical(self) -> bytes:

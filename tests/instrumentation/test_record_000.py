@@ -6,7 +6,7 @@ import copy
 import pytest
 
 from ctxwatch import ContextGuard, NonMonotonicRewriteError, OrphanedToolPairError
-from ctxwatch.model import ToolSchema
+from ctxwatch.model import Message, OpaquePart, ToolSchema
 
 from conversations import (
     FORMATS,
@@ -283,3 +283,35 @@ def test_whole_pair_compaction_elides_the_copy_the_proposal_dropped():
     guard.observe(msgs)
     out = guard.apply(msgs[:3] + msgs[4:], kind="prune")
     assert [m.text for m in out[:-1]] == ["You are a careful data assistant.", "ok", "deploy to prod", "status?"]
+
+
+@pytest.mark.parametrize("between", [
+    Message("user", [OpaquePart("image", '{"type":"image"}')]),           # an image-only user turn
+    Message("assistant", [OpaquePart("thinking", '{"type":"thinking"}')]),  # a thinking-only turn
+])
+def test_anything_but_tool_traffic_between_a_call_and_its_result_cuts_them_apart(between):
+    msgs = record_000_session()
+    guard = new_guard()
+    guard.observe(msgs, boundary=0)
+    report = guard.check(msgs[:5] + [between] + msgs[5:], kind="rewrite")
+    assert report.decision == "abort" and "tool_pairing" in report.violations
+
+
+def test_a_new_call_after_some_results_orphans_the_call_still_unanswered():
+    msgs = [system(), user("q"),
+            assistant("", call("call_a1", "query_db", sql="a"), call("call_b1", "query_db", sql="b")),
+            result("call_a1", "A"), assistant("", call("call_c1", "query_db", sql="c")), result("call_b1", "B"),
+            result("call_c1", "C")]
+    guard = new_guard()
+    report = guard.check(msgs, kind="append")
+    assert report.decision == "abort" and report.orphans_tool_use == 1
+
+
+def test_text_before_the_results_in_the_user_turn_is_refused_in_anthropic_format():
+    msgs = record_000_session()[:5]
+    guard = new_guard()
+    guard.observe(in_format(msgs, "anthropic"))
+    answer = {"role": "user", "content": [{"type": "text", "text": "here you go"},
+                                          {"type": "tool_result", "tool_use_id": "call_7f3a", "content": "17"}]}
+    report = guard.check(in_format(msgs, "anthropic") + [answer], kind="append")
+    assert report.decision == "abort" and report.orphans_tool_result == 1

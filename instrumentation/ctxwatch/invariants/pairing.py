@@ -3,14 +3,15 @@
 Providers require a call's result to follow it directly: OpenAI wants the `tool` messages right
 after the assistant message with `tool_calls`, Anthropic the `tool_result` blocks in the very next
 user message. So a result pairs with its call only when nothing but tool traffic (other calls,
-other results, opaque items such as reasoning) stands between them; a summary or a re-ranked turn
-placed in between orphans both. The Responses API is laxer (recorded Codex sessions carry
+other results) stands between them: a summary, a re-ranked turn or an image placed in between
+orphans both, and so does a user turn with text before its results, or a new call after some
+results while others are still missing. The Responses API is laxer (recorded Codex sessions carry
 developer messages between a `function_call` and its output), so with ``strict=False`` only the
-model speaking again cuts a call off. A call with nothing but tool traffic after it is *pending*
-(its result has not arrived yet), not orphaned. Consecutive call-only messages count as one turn
-(the Responses API sends each parallel `function_call` as its own item). Ids are compared exactly; a
-duplicated call or result id is its own finding, since providers reject it just as they reject an
-orphan.
+model speaking again (not its reasoning items) cuts a call off. A call with nothing but tool
+traffic after it is *pending* (its result has not arrived yet), not orphaned. Consecutive
+call-only messages count as one turn (the Responses API sends each parallel `function_call` as its
+own item). Ids are compared exactly; a duplicated call or result id is its own finding, since
+providers reject it just as they reject an orphan.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..model import Message
+from ..model import Message, TextPart, ToolCall, ToolResult
 from ..report import Finding
 
 # What the providers answer when a request carries an unpaired tool id, so users recognise it.
@@ -64,12 +65,15 @@ def index_pairs(messages: Sequence[Message], *, strict: bool = True) -> PairInde
     `strict`: a result must follow its call with only tool traffic between (see the module docstring)."""
     idx = PairIndex()
     waiting: dict[str, int] = {}  # calls of the current tool turn still without a result
+    answered = False              # a result of the current tool turn has arrived
     for i, m in enumerate(messages):
-        cuts = m.plain and (strict or m.role == "assistant")
+        cuts = m.plain and (strict or _model_speaks(m))
         if not (m.call_ids or m.result_ids):
             if cuts and waiting:
                 _cut_off(idx, waiting, i)
             continue
+        if strict and waiting and m.result_ids and _speaks_before_results(m):
+            _cut_off(idx, waiting, i)  # Anthropic wants the tool_result blocks first in the user turn
         for rid in m.result_ids:
             if rid in idx.results:
                 idx.duplicate_results.append(rid)
@@ -77,8 +81,13 @@ def index_pairs(messages: Sequence[Message], *, strict: bool = True) -> PairInde
                 idx.results[rid] = i
             if waiting.pop(rid, None) is None:
                 idx.orphan_results.append(rid)  # no call, a call cut off from it, or a call after it
+            answered = True
         if cuts and waiting:
             _cut_off(idx, waiting, i)  # text beside the results (or the calls): the turn is over
+        if m.call_ids:
+            if strict and answered and waiting:
+                _cut_off(idx, waiting, i)  # a new call after results: the unanswered ones were skipped
+            answered = False
         for call in m.tool_calls:
             if call.id in idx.calls:
                 idx.duplicate_calls.append(call.id)
@@ -88,6 +97,22 @@ def index_pairs(messages: Sequence[Message], *, strict: bool = True) -> PairInde
             waiting[call.id] = i
     idx.pending = set(waiting)
     return idx
+
+
+def _model_speaks(m: Message) -> bool:
+    """The model said something (text, or an empty turn): in lax mode only that ends a tool turn;
+    its reasoning items do not."""
+    return m.role == "assistant" and (not m.parts or any(type(p) is TextPart for p in m.parts))
+
+
+def _speaks_before_results(m: Message) -> bool:
+    """Whether something other than a tool result comes before the message's first result."""
+    for part in m.parts:
+        if type(part) is ToolResult:
+            return False
+        if type(part) is not ToolCall:
+            return True
+    return False
 
 
 def _cut_off(idx: PairIndex, waiting: dict[str, int], at: int) -> None:
