@@ -119,10 +119,10 @@ def carried_text(added: Sequence[Message]) -> str:
     return "\n".join(m.text for m in added if m.text)
 
 
-def elision_marker(role: str, elided: int, units: int, carried_text: str, pass_number: int) -> Message:
-    """The note appended at the frontier. It names its pass, so two markers are never the same message
+def elision_marker(role: str, elided: int, units: int, carried_text: str, number: int) -> Message:
+    """The note appended at the frontier. It is numbered, so two markers are never the same message
     (identical messages would make the relative order of what a later rewrite keeps ambiguous)."""
-    text = (f"{ELISION_PREFIX} (pass {pass_number}): {elided} messages in {units} whole units were removed "
+    text = (f"{ELISION_PREFIX} (elision {number}): {elided} messages in {units} whole units were removed "
             "from this conversation.")
     if carried_text:
         text += " What they contained, in summary:\n" + carried_text

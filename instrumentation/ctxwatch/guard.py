@@ -132,6 +132,7 @@ class ContextGuard:
         self._rendered: Any = None
         self._in_flight: list[str] = []
         self.passes_used = 0
+        self._elisions = 0
         self.halted_at: int | None = None
 
     # --- read-only views ----------------------------------------------------------------------
@@ -308,7 +309,8 @@ class ContextGuard:
         kept, units, elided = whole_pair_compaction(self._context.messages, dropped)
         if not elided:
             return None
-        return tuple(kept) + (elision_marker(self.elision_role, elided, units, carried_text, self.passes_used + 1),)
+        self._elisions += 1  # never reset (not even by new_episode): two markers are never the same message
+        return tuple(kept) + (elision_marker(self.elision_role, elided, units, carried_text, self._elisions),)
 
     def _converts(self, kind: str) -> bool:
         return self.deferral_mode == "whole_pairs" or (self.deferral_mode == "auto" and kind in WHOLE_PAIR_KINDS)
@@ -356,11 +358,12 @@ class ContextGuard:
                     change = Change.between(self._context, converted, kind, self._digests)
                     proposed, raw = converted, self.bridge.to_caller(converted, self._raw)
                     report, after_pairs, fp_after = self._evaluate(change, tools, None, True, True)
-                    report.resolution = "whole_pairs"
-                    report.findings.insert(0, Finding(
-                        "prefix_identity", "the rewrite alters the consumed prefix; applied as whole-pair "
-                        "compaction instead, its new text carried by an elision marker at the frontier",
-                        action="warn"))
+                    if report.decision == "patch":
+                        report.resolution = "whole_pairs"
+                        report.findings.insert(0, Finding(
+                            "prefix_identity", "the rewrite alters the consumed prefix; applied as whole-pair "
+                            "compaction instead, its new text carried by an elision marker at the frontier",
+                            action="warn"))
             if adopt:
                 report.observed = True
                 report.decision = "patch"  # the model already consumed it: reported, not refused

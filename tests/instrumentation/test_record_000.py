@@ -186,7 +186,7 @@ def test_whole_pair_compaction_with_an_elision_marker_at_the_frontier():
     out = guard.apply(proposal, kind="compact")
     assert [m.digest for m in out[:-1]] == [m.digest for m in msgs[:1] + msgs[4:]]
     marker = out[-1]
-    assert marker.text.startswith("[ctxwatch] earlier turns were elided (pass 1): 3 messages in 2 whole units")
+    assert marker.text.startswith("[ctxwatch] earlier turns were elided (elision 1): 3 messages in 2 whole units")
     assert "Ada Park" in marker.text
     assert guard.context.messages == tuple(out)
 

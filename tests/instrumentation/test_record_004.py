@@ -2,9 +2,12 @@
 and the barrier."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ctxwatch import ContextGuard, ContextRewriteInvalidatesPlanError
+from ctxwatch import ContextGuard, ContextRewriteInvalidatesPlanError, LiteralRegistry
 from ctxwatch.invariants.plan import PlanStep
+from ctxwatch.invariants.references import extract_symbols, mentions
 
 from conversations import FORMATS, assistant, call, in_format, result, system, tool_turn, user
 
@@ -135,3 +138,15 @@ def test_a_near_namesake_does_not_keep_a_reference_alive():
     report = guard.check([msgs[0], user("Related: ABC-1234."), *msgs[2:]], kind="compact")
     assert report.decision == "abort" and report.violations == ["plan_reference"]
     assert next(f for f in report.findings if f.invariant == "plan_reference").details["symbols"] == ["ABC-123"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["fix", "test_guard.py", "config_path", "ABC-123", "/srv/data/", "/srv/data",
+                                 "outputId", "call_7f3a", "v1.2", "x.y_z", "a/b_c.txt", "9f86d081884c7d65",
+                                 "(config_path)", "`output_id`", "ABC-1234.", "-", "."]), max_size=12))
+def test_every_symbol_read_from_a_text_is_found_again_in_it(words):
+    """Reading symbols and finding them use the same bounds: a plan step always mentions its own refs."""
+    text = " ".join(words)
+    message = user(text)
+    for symbol in extract_symbols(text, LiteralRegistry()):
+        assert mentions(message, symbol), (symbol, text)

@@ -21,7 +21,10 @@ from functools import lru_cache
 from ..literals import LiteralRegistry
 from ..model import Message
 
-_IDENTIFIER = re.compile(r"(?<![\w./-])(?:[A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*)(?![\w/])")
+# a symbol stands alone: not inside a longer word, path, ticket or file name (the same bounds for
+# reading symbols out of a text and for finding them again)
+_START, _END = r"(?<![\w./-])", r"(?![\w-]|[./]\w)"
+_IDENTIFIER = re.compile(_START + r"(?:[A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*)" + _END)
 _MIN_SYMBOL = 3
 
 
@@ -33,7 +36,7 @@ def extract_symbols(text: str, literals: LiteralRegistry) -> frozenset[str]:
 
 @lru_cache(maxsize=4096)
 def _whole(symbol: str) -> re.Pattern[str]:
-    return re.compile(r"(?<![\w./-])" + re.escape(symbol) + r"(?![\w/-]|\.\w)")
+    return re.compile(_START + re.escape(symbol) + _END)
 
 
 def mentions(message: Message, symbol: str) -> bool:

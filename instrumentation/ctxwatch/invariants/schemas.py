@@ -42,7 +42,8 @@ class SchemaRegistry:
 
     def changes(self, tools: Iterable[ToolSchema]) -> bool:
         """Whether making `tools` active would change the active set (names or versions)."""
-        return {(t.name, t.version) for t in tools} != {(t.name, t.version) for t in self._active.values()}
+        proposed = {t.name: t.version for t in tools}  # as `activate` would hold them: the last one per name
+        return proposed != {name: t.version for name, t in self._active.items()}
 
     def resolves(self, name: str, version: str | None) -> bool:
         if version is None:
