@@ -56,7 +56,10 @@ class GroupCommit(Generic[R]):
                         future.set_exception(error)
         finally:
             self._pump = None
-            for _, future in batch:  # not answered only when the pump itself was cancelled (shutdown)
+            # not answered only when the pump itself was cancelled (shutdown): neither the batch under
+            # way nor what queued behind it may wait forever
+            leftover, self._pending = self._pending, []
+            for _, future in [*batch, *leftover]:
                 if not future.done():
                     future.cancel()
 
