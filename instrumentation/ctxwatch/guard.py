@@ -230,16 +230,6 @@ class ContextGuard:
             raise decisions.error_for(report.findings, report.decision)(report.explain(), report)
         return context
 
-    def after_deferral(self) -> Any:
-        """For callers of `check`: the context to use right after a `defer` — the whole-pair compaction
-        of the deferred rewrite when the deferral mode asks for it (a second attempt), else the current
-        context, the rewrite queued for the next session boundary. `resolve` does this in one attempt."""
-        latest = self.deferred.latest
-        if latest is not None and (self.deferral_mode == "whole_pairs" or (
-                self.deferral_mode == "auto" and latest.kind in WHOLE_PAIR_KINDS)):
-            return self.compact_in_whole_pairs()
-        return self.messages
-
     def guarded(self, kind: str = "compact", *, on_refusal: str = "raise") -> Callable:
         """Decorator for an existing compaction function ``fn(messages, ...) -> messages``.
 
