@@ -51,6 +51,16 @@ class StateThread:
         self.events.append(("commit", tuple(results)))
 
 
+async def queue_behind_first(state: StateThread, batches: GroupCommit[str], names: tuple[str, ...]) -> Any:
+    """Submit "first" (it holds the state thread), queue `names` behind it, then let it go."""
+    first = asyncio.create_task(batches.submit("first"))
+    await asyncio.sleep(0.05)
+    queued = [asyncio.create_task(batches.submit(n)) for n in names]
+    await asyncio.sleep(0.05)
+    state.release.set()
+    return first, queued
+
+
 def run(scenario: Any) -> Any:
     state = StateThread()
     try:
@@ -90,11 +100,7 @@ def test_requests_queued_meanwhile_share_one_commit_and_are_answered_after_it() 
 
 def test_a_failing_apply_fails_alone_and_a_failing_commit_fails_its_whole_batch() -> None:
     async def scenario(state: StateThread, batches: GroupCommit[str]) -> list[Any]:
-        first = asyncio.create_task(batches.submit("first"))
-        await asyncio.sleep(0.05)
-        queued = [asyncio.create_task(batches.submit(n)) for n in ("a", "bad", "b")]
-        await asyncio.sleep(0.05)
-        state.release.set()
+        first, queued = await queue_behind_first(state, batches, ("a", "bad", "b"))
         outcomes = [await first]
         outcomes += await asyncio.gather(*queued, return_exceptions=True)
         state.fail_commit = True
@@ -126,11 +132,7 @@ def test_a_state_reset_fails_the_whole_batch_uncommitted() -> None:
     """What the batch applied before the reset is gone from memory: committing the rest would
     acknowledge requests whose effect is lost, so every request of the batch fails (503, retried)."""
     async def scenario(state: StateThread, batches: GroupCommit[str]) -> list[Any]:
-        first = asyncio.create_task(batches.submit("first"))
-        await asyncio.sleep(0.05)
-        queued = [asyncio.create_task(batches.submit(n)) for n in ("a", "reset", "b")]
-        await asyncio.sleep(0.05)
-        state.release.set()
+        first, queued = await queue_behind_first(state, batches, ("a", "reset", "b"))
         return [await first, *await asyncio.gather(*queued, return_exceptions=True), await batches.submit("c")]
 
     outcomes, state = run(scenario)
