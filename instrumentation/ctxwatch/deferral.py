@@ -62,10 +62,6 @@ class DeferralQueue:
         del self._items[: max(0, len(self._items) - self.limit)]
         return item.id
 
-    @property
-    def latest(self) -> DeferredRewrite | None:
-        return self._items[-1] if self._items else None
-
     def take_latest(self, current_digests: list[int]) -> DeferredRewrite | None:
         """The newest entry whose base the current context still extends; the queue is emptied."""
         chosen = None

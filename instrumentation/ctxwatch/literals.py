@@ -90,10 +90,6 @@ class LiteralRegistry:
         self._cache: dict[int, frozenset[str]] = {}
         self._cache_limit = max(2, cache_limit)
 
-    @property
-    def pattern_names(self) -> list[str]:
-        return list(self._patterns)
-
     def register(self, name: str, pattern: str) -> None:
         """Add a user pattern (e.g. an order-number format); clears the per-message cache."""
         try:

@@ -207,10 +207,6 @@ class Context:
     def digests(self) -> list[int]:
         return [m.digest for m in self.messages]
 
-    @property
-    def consumed(self) -> tuple[Message, ...]:
-        return self.messages[: self.boundary]
-
     def __len__(self) -> int:
         return len(self.messages)
 

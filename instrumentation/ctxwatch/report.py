@@ -86,10 +86,6 @@ class Report:
         """Invariant ids that were found but only reported (the mutation was not refused for them)."""
         return _ordered_ids(f.invariant for f in self.findings if not f.enforced)
 
-    @property
-    def applied(self) -> bool:
-        return self.decision == "patch"
-
     def explain(self) -> str:
         """One human-readable paragraph: the decision, then each finding's message."""
         head = f"ctxwatch {self.decision}: {self.kind} on loop {self.loop_id}"
