@@ -104,6 +104,17 @@ _KINDS = frozenset(MUTATION_KINDS)
 _INVARIANT_SET = frozenset(INVARIANTS)
 
 
+def is_rewrite_cycle(kind: str, decision: str, hash_distance: float | None) -> bool:
+    """Whether a mutation is a rewrite cycle, the unit the `ctxwatch.rewrite.*` histograms describe.
+
+    A rewrite cycle is a rewrite that took effect (decision patch; an observed change too) or the one
+    the contraction alarm halted (decision halt, carrying the hash distance the detector evaluated).
+    Appended turns are not rewrites. Refused proposals are not cycles: their figures are on their spans,
+    and leaving them out keeps an agent that retries a refused rewrite from weighting the distributions
+    with its retries. Guard telemetry and the monitor both decide with this one rule."""
+    return kind != "append" and (decision == "patch" or (decision == "halt" and hash_distance is not None))
+
+
 # --- GenAI names -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class GenAINames:
@@ -156,28 +167,28 @@ class AttributeSpec:
 
 _G = GENAI_V1_41
 SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
-    AttributeSpec(LOOP_ID, "string", "start; omitted when the caller gives no loop id (resource fallback)"),
-    AttributeSpec(MUTATION_KIND, "string", "start"),
-    AttributeSpec(PASS_NUMBER, "int", "start"),
-    AttributeSpec(PASS_CAP, "int", "start, when a cap is configured"),
-    AttributeSpec(SERVICE_NAME, "string", "start, when the caller names a service"),
-    AttributeSpec(_G.agent_name, "string", "start, when the caller names the agent"),
-    AttributeSpec(_G.conversation_id, "string", "start, when the caller gives a real conversation id"),
-    AttributeSpec(DECISION, "string", "end"),
-    AttributeSpec(HASH_DISTANCE, "double", "end, when the guard computed it"),
-    *(AttributeSpec(name, "int", "end") for name in (
+    AttributeSpec(LOOP_ID, "string", "caller; omitted when the caller gives no loop id (resource fallback)"),
+    AttributeSpec(MUTATION_KIND, "string", "caller"),
+    AttributeSpec(PASS_NUMBER, "int", "caller"),
+    AttributeSpec(PASS_CAP, "int", "caller, when a cap is configured"),
+    AttributeSpec(SERVICE_NAME, "string", "caller, when the caller names a service"),
+    AttributeSpec(_G.agent_name, "string", "caller, when the caller names the agent"),
+    AttributeSpec(_G.conversation_id, "string", "caller, when the caller gives a real conversation id"),
+    AttributeSpec(DECISION, "string", "report"),
+    AttributeSpec(HASH_DISTANCE, "double", "report, when the guard computed it"),
+    *(AttributeSpec(name, "int", "report") for name in (
         LITERALS_BEFORE, LITERALS_LOST, ORPHANS_TOOL_USE, ORPHANS_TOOL_RESULT,
         MESSAGES_BEFORE, MESSAGES_AFTER, SIZE_BEFORE, SIZE_AFTER)),
-    AttributeSpec(VIOLATIONS, "string[]", "end (empty list when none)"),
-    AttributeSpec(WARNINGS, "string[]", "end (empty list when none)"),
-    AttributeSpec(CONTRACTION_STATE, "string", "end"),
-    AttributeSpec(RESIDUAL_PRESSURE, "int", "end, when the pass cap is reached"),
-    AttributeSpec(DEFERRAL_ID, "int", "end, on defer"),
-    AttributeSpec(DEFERRAL_RESOLUTION, "string", "end, when a deferred rewrite was applied as whole_pairs"),
-    AttributeSpec(OBSERVED, "boolean", "end, true when the change was found already made (observe); never false"),
-    AttributeSpec(_G.conversation_compacted, "boolean", "end, true on an applied compact/prune; never false"),
-    AttributeSpec(_G.error_type, "string", "end, on abort and halt"),
-    AttributeSpec(LOST_LITERAL_VALUES, "string[]", "end, content capture on and literals lost"),
+    AttributeSpec(VIOLATIONS, "string[]", "report; omitted when empty"),
+    AttributeSpec(WARNINGS, "string[]", "report; omitted when empty"),
+    AttributeSpec(CONTRACTION_STATE, "string", "report"),
+    AttributeSpec(RESIDUAL_PRESSURE, "int", "report, when the pass cap is reached"),
+    AttributeSpec(DEFERRAL_ID, "int", "report, on defer"),
+    AttributeSpec(DEFERRAL_RESOLUTION, "string", "report, when a deferred rewrite was applied as whole_pairs"),
+    AttributeSpec(OBSERVED, "boolean", "report, true when the change was found already made (observe); never false"),
+    AttributeSpec(_G.conversation_compacted, "boolean", "report, true on an applied compact/prune; never false"),
+    AttributeSpec(_G.error_type, "string", "report, on abort and halt"),
+    AttributeSpec(LOST_LITERAL_VALUES, "string[]", "report, content capture on and literals lost"),
 )
 
 
@@ -221,13 +232,13 @@ TELEMETRY_ERRORS = MetricSpec("ctxwatch.telemetry.errors", "counter", "{error}",
 GUARD_DURATION = MetricSpec("ctxwatch.guard.duration", "histogram", "s", _BASE,
                             "Time the guard spent checking one mutation.", _DURATION_BUCKETS)
 HASH_DISTANCE_HISTOGRAM = MetricSpec("ctxwatch.rewrite.hash_distance", "histogram", "1", _BASE,
-                                     "Fingerprint distance d_t between consecutive buffers (0..1).",
+                                     "Fingerprint distance d_t of each rewrite cycle (0..1).",
                                      _FRACTION_BUCKETS)
 LITERAL_LOSS_RATE = MetricSpec("ctxwatch.rewrite.literal_loss_rate", "histogram", "1", _BASE,
-                               "Literal-loss rate r_t = lost / literals before (when there were literals).",
+                               "Literal-loss rate r_t = lost / literals before of each rewrite cycle with literals.",
                                _FRACTION_BUCKETS)
 PASS_NUMBER_HISTOGRAM = MetricSpec("ctxwatch.rewrite.pass_number", "histogram", "{pass}", _BASE,
-                                   "Pass number of each checked mutation.", _PASS_BUCKETS)
+                                   "Pass number of each rewrite cycle.", _PASS_BUCKETS)
 
 METRICS: tuple[MetricSpec, ...] = (
     MUTATIONS, LOST_LITERALS, ORPHANED_TOOL_PARTS, DEFERRALS, INVARIANT_VIOLATIONS, INVARIANT_WARNINGS,

@@ -16,6 +16,7 @@ import threading
 import time
 from collections import defaultdict
 from contextlib import contextmanager
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -125,10 +126,14 @@ def test_a_mutation_span_and_its_metrics_arrive_over_otlp_http_and_decode_to_the
         with tracer.start_as_current_span("invoke_agent support-bot") as parent:
             telemetry.start(loop_id="loop-r", kind="compact", agent="support-bot", pass_number=1,
                             pass_cap=8).end(abort_report())
+            telemetry.start(loop_id="loop-r", kind="compact", agent="support-bot", pass_number=1,
+                            pass_cap=8).end(replace(abort_report(), decision="patch", findings=[],
+                                                    orphans_tool_result=0))
         assert pipeline.force_flush(timeout_s=10)
         assert pipeline.shutdown(timeout_s=10)
 
-        received = {span.name: (resource, scope, span) for resource, scope, span in rx.spans()}
+        received = {span.name: (resource, scope, span) for resource, scope, span in rx.spans()
+                    if attributes(span.attributes).get(semconv.DECISION) != "patch"}
         resource, scope, span = received["ctxwatch compact"]
         assert span.kind == ProtoSpan.SpanKind.SPAN_KIND_INTERNAL
         assert span.parent_span_id == parent.get_span_context().span_id.to_bytes(8, "big")
@@ -151,7 +156,8 @@ def test_a_mutation_span_and_its_metrics_arrive_over_otlp_http_and_decode_to_the
 
         units = rx.metric_units()
         for spec in (semconv.MUTATIONS, semconv.GUARD_DURATION, semconv.INVARIANT_VIOLATIONS,
-                     semconv.ORPHANED_TOOL_PARTS, semconv.LOST_LITERALS, semconv.HASH_DISTANCE_HISTOGRAM):
+                     semconv.ORPHANED_TOOL_PARTS, semconv.LOST_LITERALS, semconv.HASH_DISTANCE_HISTOGRAM,
+                     semconv.LITERAL_LOSS_RATE, semconv.PASS_NUMBER_HISTOGRAM):
             assert units[spec.name] == spec.unit
 
 

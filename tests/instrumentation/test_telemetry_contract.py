@@ -104,7 +104,7 @@ def assert_documented_types(span: ReadableSpan) -> None:
 
 ALWAYS = {semconv.LOOP_ID, semconv.MUTATION_KIND, semconv.PASS_NUMBER, semconv.DECISION,
           semconv.LITERALS_BEFORE, semconv.LITERALS_LOST, semconv.ORPHANS_TOOL_USE,
-          semconv.ORPHANS_TOOL_RESULT, semconv.VIOLATIONS, semconv.WARNINGS, semconv.CONTRACTION_STATE,
+          semconv.ORPHANS_TOOL_RESULT, semconv.CONTRACTION_STATE,
           semconv.MESSAGES_BEFORE, semconv.MESSAGES_AFTER, semconv.SIZE_BEFORE, semconv.SIZE_AFTER}
 
 
@@ -121,7 +121,7 @@ def test_patch_compaction_is_an_internal_span_with_every_figure_and_compacted_tr
     assert attrs[semconv.HASH_DISTANCE] == 0.31 and attrs[semconv.PASS_CAP] == 8
     assert attrs[semconv.MESSAGES_BEFORE] == 12 and attrs[semconv.MESSAGES_AFTER] == 7
     assert attrs[semconv.SIZE_BEFORE] == 5400 and attrs[semconv.SIZE_AFTER] == 2100
-    assert attrs[semconv.VIOLATIONS] == () and attrs[semconv.WARNINGS] == ()
+    assert semconv.VIOLATIONS not in attrs and semconv.WARNINGS not in attrs  # absent: none
     assert attrs["gen_ai.conversation.compacted"] is True
     assert attrs["gen_ai.agent.name"] == "support-bot"
     assert "error.type" not in attrs and "gen_ai.conversation.id" not in attrs
@@ -158,7 +158,7 @@ def test_patch_with_a_warning_counts_the_lost_literals_and_the_rate(sdk):
     rep = report("patch", [Finding("literal_loss", "2 literals lost", "warn")], literals_lost=5)
     span = run(sdk, rep)
     assert span.attributes[semconv.WARNINGS] == ("literal_loss",)
-    assert span.attributes[semconv.VIOLATIONS] == ()
+    assert semconv.VIOLATIONS not in span.attributes
     assert span.attributes[semconv.LITERALS_LOST] == 5
     points = sdk.points()
     assert points["ctxwatch.lost_literals"][0][1] == 5
@@ -247,6 +247,20 @@ def test_the_span_is_a_child_of_the_callers_invoke_agent_span(sdk):
     assert child.context.trace_id == parent.get_span_context().trace_id
 
 
+def test_an_attempt_that_raised_before_its_report_is_an_error_span_with_the_exception(sdk):
+    handle = sdk.telemetry().start(loop_id="l", kind="prune", agent="bot", pass_number=2)
+    handle.fail(KeyError("boom"))
+    handle.end(report("patch", kind="prune"))  # after fail, end does nothing
+    span = sdk.span()
+    assert handle.span is not None and span.context == handle.span.get_span_context()
+    assert span.name == "ctxwatch prune" and span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"] == "KeyError" and span.attributes[semconv.LOOP_ID] == "l"
+    assert semconv.DECISION not in span.attributes  # there was no decision
+    (event,) = span.events
+    assert event.name == "exception" and event.attributes["exception.type"] == "KeyError"
+    assert "ctxwatch.mutations" not in sdk.points()  # no decision to count
+
+
 class RecordingSampler(Sampler):
     def __init__(self):
         self.seen: list[dict] = []
@@ -259,15 +273,27 @@ class RecordingSampler(Sampler):
         return "recording"
 
 
-def test_sampling_relevant_attributes_are_set_at_span_start():
+def test_the_sampler_sees_every_attribute_the_decision_included():
+    # the span is started once the decision is known (at its recorded start time), so a sampler can
+    # keep every refusal and a fraction of the applied mutations
     sampler = RecordingSampler()
     provider = TracerProvider(sampler=sampler)
-    MutationTelemetry(provider, MeterProvider(), environ={}).start(
-        loop_id="loop-1", kind="compact", agent="bot", conversation_id="conv_1", pass_number=2, pass_cap=5,
-        service="billing").end(report("patch"))
-    assert sampler.seen == [{semconv.LOOP_ID: "loop-1", semconv.MUTATION_KIND: "compact",
-                             semconv.PASS_NUMBER: 2, semconv.PASS_CAP: 5, semconv.SERVICE_NAME: "billing",
-                             "gen_ai.agent.name": "bot", "gen_ai.conversation.id": "conv_1"}]
+    spans = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    telemetry = MutationTelemetry(provider, MeterProvider(), environ={})
+    handle = telemetry.start(loop_id="loop-1", kind="compact", agent="bot", conversation_id="conv_1",
+                             pass_number=2, pass_cap=5, service="billing")
+    handle.end(report("abort", [Finding("tool_pairing", "orphan", "abort")], orphans_tool_result=1))
+    (seen,) = sampler.seen
+    assert {k: seen[k] for k in (semconv.LOOP_ID, semconv.MUTATION_KIND, semconv.PASS_CAP, semconv.SERVICE_NAME,
+                                  "gen_ai.agent.name", "gen_ai.conversation.id")} == {
+        semconv.LOOP_ID: "loop-1", semconv.MUTATION_KIND: "compact", semconv.PASS_CAP: 8,
+        semconv.SERVICE_NAME: "billing", "gen_ai.agent.name": "bot", "gen_ai.conversation.id": "conv_1"}
+    assert seen[semconv.DECISION] == "abort" and seen[semconv.VIOLATIONS] == ["tool_pairing"]
+    assert seen["error.type"] == "OrphanedToolPairError"
+    (span,) = spans.get_finished_spans()
+    assert span.start_time == handle.start_time_ns < span.end_time
+    assert dict(span.attributes) == {k: tuple(v) if isinstance(v, list) else v for k, v in seen.items()}
 
 
 def test_an_unsampled_span_still_records_metrics():
@@ -414,10 +440,28 @@ def test_captured_literal_values_are_capped(sdk):
     assert len(span.attributes[semconv.LOST_LITERAL_VALUES]) == semconv.MAX_CAPTURED_LITERALS
 
 
-def test_appends_record_no_rewrite_histograms(sdk):
-    # DESIGN.md: d_t and r_t are figures of rewrite cycles, not of appended turns
-    run(sdk, report("patch", kind="append"))
+REWRITE_HISTOGRAMS = {"ctxwatch.rewrite.hash_distance", "ctxwatch.rewrite.literal_loss_rate",
+                      "ctxwatch.rewrite.pass_number"}
+
+
+@pytest.mark.parametrize(("rep", "cycle"), [
+    (report("patch"), True),                                                    # an applied rewrite
+    (report("patch", observed=True), True),                                     # one found already made
+    (report("halt", [Finding("contraction", "d < r", "halt")]), True),          # the cycle the alarm halted
+    (report("patch", kind="append"), False),                                    # appended turns
+    (report("abort", [Finding("tool_pairing", "orphan", "abort")], hash_distance=None), False),
+    (report("defer", [Finding("prefix_identity", "prefix", "defer")], hash_distance=None), False),
+    (report("halt", [Finding("pass_cap", "cap", "halt")], hash_distance=None), False),  # refused at the cap
+], ids=["applied", "observed", "halted-by-alarm", "append", "abort", "defer", "halted-at-cap"])
+def test_rewrite_histograms_describe_rewrite_cycles_only(sdk, rep, cycle):
+    # an agent retrying a refused rewrite must not weight the distributions with its retries; the
+    # duration histogram and the counters see every attempt
+    run(sdk, rep)
     points = sdk.points()
     assert "ctxwatch.mutations" in points and "ctxwatch.guard.duration" in points
-    assert not {"ctxwatch.rewrite.hash_distance", "ctxwatch.rewrite.literal_loss_rate",
-                "ctxwatch.rewrite.pass_number"} & set(points)
+    assert semconv.is_rewrite_cycle(rep.kind, rep.decision, rep.hash_distance) is cycle
+    if cycle:
+        assert set(points) >= REWRITE_HISTOGRAMS
+        assert points["ctxwatch.rewrite.pass_number"][0][1] == rep.pass_number
+    else:
+        assert not REWRITE_HISTOGRAMS & set(points)

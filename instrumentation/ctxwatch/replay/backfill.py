@@ -1,12 +1,12 @@
 """``ctxwatch replay --otlp URL``: the spans a guard would have produced, backfilled over OTLP/HTTP.
 
-`Backfill` is an audit `Observer`: for every step at which the recorded buffer grew it emits an
-``append`` span, and for every recorded mutation a span of that mutation's kind, both through
-`ctxwatch.telemetry.MutationTelemetry` — the very code the guard ends its spans with — from a
-`Report` carrying the audit's figures (sizes, literals before and lost, orphans, hash distance,
-contraction state). A recorded mutation was applied by the agent, so its decision is ``patch``;
-what the guard would have refused is listed in ``ctxwatch.warnings``. A monitor fed these spans
-rebuilds the same detector state as the replay's own verdict.
+`Backfill` is an audit `Observer`, given the telemetry to emit with and how to flush it: for every
+step at which the recorded buffer grew it emits an ``append`` span, and for every recorded mutation
+a span of that mutation's kind, both through `ctxwatch.telemetry.MutationTelemetry` — the very code
+the guard ends its spans with — from a `Report` carrying the audit's figures (sizes, literals before
+and lost, orphans, hash distance, contraction state). A recorded mutation was applied by the agent,
+so its decision is ``patch``; what the guard would have refused is listed in ``ctxwatch.warnings``.
+A monitor fed these spans rebuilds the same detector state as the replay's own verdict.
 
 Every span carries the session's loop id (`audit.loop_id_for`: a stable id derived from the
 file), the agent name (the session format unless given) and the service name. Spans are flushed
@@ -16,8 +16,8 @@ every `flush_every` spans, so a long session never overflows the exporter's queu
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from ..literals import LiteralRegistry
 from ..model import Message
@@ -25,9 +25,6 @@ from ..report import Report
 from ..sessions import Mutation, Snapshot
 from ..telemetry import MutationTelemetry, error_count
 from .audit import MutationAudit, Observer, SessionAudit
-
-if TYPE_CHECKING:
-    from ..otlp import OtlpPipeline
 
 DEFAULT_SERVICE = "ctxwatch-replay"
 FLUSH_EVERY = 512
@@ -45,10 +42,10 @@ def _size(messages: tuple[Message, ...]) -> int:
 class Backfill(Observer):
     """Emits one span per recorded step and mutation of one session."""
 
-    def __init__(self, pipeline: OtlpPipeline, *, loop_id: str, agent: str, service: str,
-                 registry: LiteralRegistry, flush_every: int = FLUSH_EVERY) -> None:
-        self.pipeline = pipeline
-        self.telemetry = MutationTelemetry(pipeline.tracer_provider, pipeline.meter_provider, capture_content=False)
+    def __init__(self, telemetry: MutationTelemetry, flush: Callable[[], object], *, loop_id: str, agent: str,
+                 service: str, registry: LiteralRegistry, flush_every: int = FLUSH_EVERY) -> None:
+        self.telemetry = telemetry
+        self.flush = flush
         self.loop_id, self.agent, self.service = loop_id, agent, service
         self.registry = registry
         self.flush_every = flush_every
@@ -91,7 +88,7 @@ class Backfill(Observer):
         handle.end(report)
         self.spans += 1
         if self.spans % self.flush_every == 0:
-            self.pipeline.force_flush(TIMEOUT_S)
+            self.flush()
 
 
 class Exporter:
@@ -110,11 +107,13 @@ class Exporter:
         if self.pipeline.tracer_provider is None:
             raise BackfillError(f"--otlp {url}: tracing is switched off in this environment "
                                 "(OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none)")
+        self.telemetry = MutationTelemetry(self.pipeline.tracer_provider, self.pipeline.meter_provider,
+                                           capture_content=False)
 
     def observer(self, audit: SessionAudit, *, agent: str | None, registry: LiteralRegistry) -> Backfill:
         """The observer that backfills one session (its agent: `agent`, else the session format)."""
-        return Backfill(self.pipeline, loop_id=audit.loop_id, agent=agent or audit.format or "unknown",
-                        service=self.service, registry=registry)
+        return Backfill(self.telemetry, lambda: self.pipeline.force_flush(TIMEOUT_S), loop_id=audit.loop_id,
+                        agent=agent or audit.format or "unknown", service=self.service, registry=registry)
 
     def close(self) -> None:
         """Flush and stop; BackfillError when any export failed or did not finish in time."""

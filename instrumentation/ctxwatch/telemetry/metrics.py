@@ -4,7 +4,9 @@ guard `Report` is recorded on them.
 Instruments are built from `semconv.METRICS` (name, unit, bucket advice), cached per meter
 provider and shared by every `MutationTelemetry` on that provider, together with the agent and
 service caps, so many guards in one process still stay under the cardinality cap. Counters are
-pre-aggregated `Tally`s (observable counters); histograms are synchronous.
+pre-aggregated `Tally`s (observable counters); histograms are synchronous: the guard duration for
+every attempt, the rewrite figures (pass number, d_t, r_t) for rewrite cycles only
+(`semconv.is_rewrite_cycle`).
 """
 
 from __future__ import annotations
@@ -68,8 +70,10 @@ class Instruments:
             self._labels[key] = labels
         return labels
 
-    def record(self, report: Report, agent: str | None, service: str | None, duration_s: float) -> None:
-        """Record one guard decision on every instrument it concerns."""
+    def record(self, report: Report, violations: list[str], warnings: list[str], agent: str | None,
+               service: str | None, duration_s: float) -> None:
+        """Record one guard decision on every instrument it concerns (`violations` and `warnings` are
+        the report's, computed once by the caller)."""
         kind = semconv.bounded_kind(report.kind)
         decision = _DECISIONS.get(report.decision, semconv.OVERFLOW)
         agent = self.agents(agent)
@@ -78,7 +82,7 @@ class Instruments:
         labels = self._label_set(key)
         self.mutations.add(1, labels, key)
         self.duration.record(duration_s, labels)
-        if kind != "append":  # the rewrite figures (d_t, r_t, pass) describe rewrites, not appends
+        if semconv.is_rewrite_cycle(report.kind, decision, report.hash_distance):
             self.pass_number.record(report.pass_number, labels)
             if report.hash_distance is not None:
                 self.hash_distance.record(report.hash_distance, labels)
@@ -86,20 +90,20 @@ class Instruments:
                 self.literal_loss_rate.record(report.literals_lost / report.literals_before, labels)
         if report.literals_lost:
             self.lost_literals.add(report.literals_lost, labels, key)
-        for side, count in zip(semconv.ORPHAN_SIDES, (report.orphans_tool_use, report.orphans_tool_result),
-                               strict=True):
-            if count:
-                self._add(self.orphaned_tool_parts, count,
-                          (kind, decision, agent, service, semconv.ORPHAN_SIDE, side))
+        if report.orphans_tool_use or report.orphans_tool_result:
+            for side, count in zip(semconv.ORPHAN_SIDES, (report.orphans_tool_use, report.orphans_tool_result),
+                                   strict=True):
+                if count:
+                    self._add(self.orphaned_tool_parts, count,
+                              (kind, decision, agent, service, semconv.ORPHAN_SIDE, side))
         if decision == "defer":
             self._add(self.deferrals, 1, (kind, None, agent, service, None, None))
-        if report.findings:
-            for inv in report.violations:
-                self._add(self.violations, 1,
-                          (kind, decision, agent, service, semconv.INVARIANT, semconv.bounded_invariant(inv)))
-            for inv in report.warnings:
-                self._add(self.warnings, 1,
-                          (kind, None, agent, service, semconv.INVARIANT, semconv.bounded_invariant(inv)))
+        for inv in violations:
+            self._add(self.violations, 1,
+                      (kind, decision, agent, service, semconv.INVARIANT, semconv.bounded_invariant(inv)))
+        for inv in warnings:
+            self._add(self.warnings, 1,
+                      (kind, None, agent, service, semconv.INVARIANT, semconv.bounded_invariant(inv)))
 
     def _add(self, tally: Tally, amount: int, key: tuple) -> None:
         tally.add(amount, self._label_set(key), key)

@@ -1,9 +1,12 @@
 """`MutationTelemetry`: one INTERNAL span and the contract's metrics for every mutation attempt.
 
 The guard calls `start` before its checks and `MutationHandle.end` with the `Report` after them.
-Neither ever raises: any error is absorbed by `failures.record_failure`. With only the
-OpenTelemetry API installed the span is a non-recording one, no span attribute is built (we
-check `is_recording()` first) and the metric calls land on no-op instruments.
+The span is created at `end`, with the start time noted by `start` and every attribute at once: a
+sampler sees the decision and the findings, not only the loop and the kind, and the SDK validates
+the attributes in one pass. The guard never makes the span current, so nothing could have been its
+child meanwhile. Neither call ever raises: any error is absorbed by `failures.record_failure`. With
+only the OpenTelemetry API installed (or a no-op tracer provider) no span and no attribute is built,
+and the metric calls land on no-op instruments.
 """
 
 from __future__ import annotations
@@ -11,11 +14,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from importlib import metadata
-from time import perf_counter
+from time import perf_counter, time_ns
 from typing import Any
 
 from opentelemetry import metrics, trace
-from opentelemetry.trace import INVALID_SPAN, SpanKind, Status, StatusCode
+from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, SpanKind, Status, StatusCode
 
 from .. import semconv
 from ..report import MUTATION_KINDS, Report
@@ -33,6 +36,7 @@ def _package_version() -> str:
 
 VERSION = _package_version()
 _SPAN_NAMES = {kind: semconv.span_name(kind) for kind in (*MUTATION_KINDS, semconv.OVERFLOW)}
+_NO_SPANS = (ProxyTracerProvider, NoOpTracerProvider)  # the API's providers before an SDK is installed
 
 
 class MutationTelemetry:
@@ -50,6 +54,7 @@ class MutationTelemetry:
         self.names = semconv.genai_names(env)
         self.capture_content = (semconv.capture_content_enabled(env) if capture_content is None
                                 else capture_content)
+        self._tracer_provider = tracer_provider
         self._tracer: trace.Tracer = trace.NoOpTracer()
         self._instruments: Instruments | None = None
         try:
@@ -57,86 +62,135 @@ class MutationTelemetry:
                                             schema_url=self.names.schema_url)
             self._instruments = instruments_for(meter_provider, VERSION, self.names.schema_url)
         except Exception as exc:  # noqa: BLE001 - telemetry fails open
+            self._tracer_provider = NoOpTracerProvider()
             self.failure("start", exc)
 
     def start(self, *, loop_id: str | None, kind: str, pass_number: int = 0, pass_cap: int | None = None,
               agent: str | None = None, conversation_id: str | None = None,
               service: str | None = None) -> MutationHandle:
-        """Start the mutation span as a child of the current context; never raises."""
-        try:
-            bounded = semconv.bounded_kind(kind)
-            attrs = spans.start_attributes(self.names, loop_id=loop_id, kind=bounded, pass_number=pass_number,
-                                           pass_cap=pass_cap, agent=agent, conversation_id=conversation_id,
-                                           service=service)
-            span = self._tracer.start_span(_SPAN_NAMES[bounded], kind=SpanKind.INTERNAL, attributes=attrs)
-        except Exception as exc:  # noqa: BLE001 - telemetry fails open
-            self.failure("start", exc)
-            span, attrs = INVALID_SPAN, {}
-        return MutationHandle(self, span, attrs, agent, service)
+        """Note the start of a mutation attempt (its time and what the caller says of it); never raises."""
+        return MutationHandle(self, loop_id=loop_id, kind=kind, pass_number=pass_number, pass_cap=pass_cap,
+                              agent=agent, conversation_id=conversation_id, service=service)
 
     def failure(self, stage: str, error: BaseException | str) -> None:
         """Count and log a telemetry error (also on the ``ctxwatch.telemetry.errors`` counter)."""
         record_failure(stage, error, self._instruments.telemetry_errors if self._instruments else None)
 
-    def _finish(self, handle: MutationHandle, report: Report) -> None:
-        span = handle.span
+    @property
+    def _traces(self) -> bool:
+        """Whether a span could be recorded: an SDK (or another real) tracer provider is in place."""
+        provider = self._tracer_provider if self._tracer_provider is not None else trace.get_tracer_provider()
+        return not isinstance(provider, _NO_SPANS)
+
+    def _start_span(self, handle: MutationHandle, attributes: dict[str, Any]) -> Any:
+        """The attempt's span, started at the handle's start time with every attribute; None on error."""
         try:
-            if span.is_recording():
-                error_type = spans.error_type(report)
-                attrs = spans.end_attributes(self.names, report, error_type, handle.started_attributes)
-                span.set_attributes(attrs)
-                if error_type is not None:
-                    description = spans.status_description(report.decision, attrs[semconv.VIOLATIONS])
-                    span.set_status(Status(StatusCode.ERROR, description))
-                if self.capture_content:
-                    span.set_attributes(content.lost_literal_attributes(report))
-                    content.add_finding_events(span, report)
+            return self._tracer.start_span(_SPAN_NAMES[semconv.bounded_kind(handle.kind)], kind=SpanKind.INTERNAL,
+                                           attributes=attributes, start_time=handle.start_time_ns)
         except Exception as exc:  # noqa: BLE001 - telemetry fails open
-            self.failure("end", exc)
+            self.failure("start", exc)
+            return None
+
+    def _end_span(self, span: Any) -> None:
         try:
             span.end()
         except Exception as exc:  # noqa: BLE001
             self.failure("end", exc)
+
+    def _finish(self, handle: MutationHandle, report: Report) -> None:
+        try:
+            violations, warnings = (report.violations, report.warnings) if report.findings else ([], [])
+        except Exception as exc:  # noqa: BLE001 - not a report: counted, nothing recorded
+            self.failure("end", exc)
+            return
+        if self._traces:
+            handle.span = self._record_span(handle, report, violations, warnings)
         if self._instruments is not None:
             try:
-                self._instruments.record(report, report.agent or handle.agent, handle.service,
-                                         report.duration_s or perf_counter() - handle.started)
+                self._instruments.record(report, violations, warnings, report.agent or handle.agent,
+                                         handle.service, report.duration_s or perf_counter() - handle.started)
             except Exception as exc:  # noqa: BLE001
                 self.failure("end", exc)
 
+    def _record_span(self, handle: MutationHandle, report: Report, violations: list[str],
+                     warnings: list[str]) -> Any:
+        """Start the attempt's span with every attribute, set its status and content, end it."""
+        try:
+            error_type = spans.error_type(report)
+            attrs = spans.report_attributes(handle.start_attributes(), self.names, report, violations, warnings,
+                                            error_type)
+            if self.capture_content:
+                attrs.update(content.lost_literal_attributes(report))
+        except Exception as exc:  # noqa: BLE001 - telemetry fails open
+            self.failure("end", exc)
+            return None
+        span = self._start_span(handle, attrs)
+        if span is None:
+            return None
+        if span.is_recording():
+            try:
+                if error_type is not None:
+                    span.set_status(Status(StatusCode.ERROR, spans.status_description(report.decision, violations)))
+                if self.capture_content:
+                    content.add_finding_events(span, report)
+            except Exception as exc:  # noqa: BLE001
+                self.failure("end", exc)
+        self._end_span(span)
+        return span
+
+    def _fail(self, handle: MutationHandle, exc: BaseException) -> None:
+        if not self._traces:
+            return
+        try:
+            attrs = handle.start_attributes()
+            attrs[self.names.error_type] = type(exc).__qualname__
+        except Exception as inner:  # noqa: BLE001
+            self.failure("end", inner)
+            return
+        span = handle.span = self._start_span(handle, attrs)
+        if span is None:
+            return
+        try:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        except Exception as inner:  # noqa: BLE001
+            self.failure("end", inner)
+        self._end_span(span)
+
 
 class MutationHandle:
-    """The open span of one mutation attempt; `end` it exactly once with the guard's report."""
+    """One mutation attempt in progress; `end` it exactly once with the guard's report (or `fail` it).
+    After that, `span` is the attempt's ended span (None when no span was recorded)."""
 
-    __slots__ = ("_telemetry", "span", "started_attributes", "agent", "service", "started", "_ended")
+    __slots__ = ("_telemetry", "loop_id", "kind", "pass_number", "pass_cap", "agent", "conversation_id",
+                 "service", "start_time_ns", "started", "span", "_ended")
 
-    def __init__(self, telemetry: MutationTelemetry, span: Any, started_attributes: dict[str, Any],
-                 agent: str | None, service: str | None) -> None:
+    def __init__(self, telemetry: MutationTelemetry, *, loop_id: str | None, kind: str, pass_number: int,
+                 pass_cap: int | None, agent: str | None, conversation_id: str | None, service: str | None) -> None:
         self._telemetry = telemetry
-        self.span = span  # the OpenTelemetry span (non-recording without an SDK)
-        self.started_attributes = started_attributes
-        self.agent = agent
-        self.service = service
+        self.loop_id, self.kind, self.pass_number, self.pass_cap = loop_id, kind, pass_number, pass_cap
+        self.agent, self.conversation_id, self.service = agent, conversation_id, service
+        self.start_time_ns = time_ns()
         self.started = perf_counter()
+        self.span: Any = None
         self._ended = False
 
+    def start_attributes(self) -> dict[str, Any]:
+        """The attributes known when the attempt started (what the caller said of it)."""
+        return spans.start_attributes(self._telemetry.names, loop_id=self.loop_id,
+                                      kind=semconv.bounded_kind(self.kind), pass_number=self.pass_number,
+                                      pass_cap=self.pass_cap, agent=self.agent,
+                                      conversation_id=self.conversation_id, service=self.service)
+
     def fail(self, exc: BaseException) -> None:
-        """End the span of an attempt that raised before it produced a report; never raises."""
-        if self._ended:
-            return
-        self._ended = True
-        try:
-            self.span.record_exception(exc)
-            self.span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-            self.span.set_attribute("error.type", type(exc).__qualname__)
-            self.span.end()
-        except Exception as inner:  # noqa: BLE001
-            self._telemetry.failure("end", inner)
+        """Record an attempt that raised before it produced a report (an error span); never raises."""
+        if not self._ended:
+            self._ended = True
+            self._telemetry._fail(self, exc)
 
     def end(self, report: Report) -> None:
-        """Set every attribute from `report`, record every metric, end the span; never raises.
+        """Record the span with every attribute of `report` and every metric; never raises.
         A second call does nothing."""
-        if self._ended:
-            return
-        self._ended = True
-        self._telemetry._finish(self, report)
+        if not self._ended:
+            self._ended = True
+            self._telemetry._finish(self, report)

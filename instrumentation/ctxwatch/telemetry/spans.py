@@ -1,4 +1,4 @@
-"""What goes on the mutation span: attributes at start, attributes and status from the report.
+"""What goes on the mutation span: the attributes the caller gave at start, the report's, and the status.
 
 Span status: a refusal is the guard doing its job, so only the outcomes that end the mutation
 attempt in an error the agent sees are errors. `abort` and `halt` set status ERROR, `error.type`
@@ -10,7 +10,6 @@ an error. The decision itself is always in ``ctxwatch.decision``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from .. import semconv
@@ -38,29 +37,28 @@ def start_attributes(names: semconv.GenAINames, *, loop_id: str | None, kind: st
     return attrs
 
 
-def end_attributes(names: semconv.GenAINames, report: Report, error_type: str | None,
-                   started: Mapping[str, Any]) -> dict[str, Any]:
-    """Every attribute the report carries (counts, sizes, ids of invariants; never content).
-    Kind, pass number and cap are set again only where the report differs from `started`."""
-    findings = bool(report.findings)
-    attrs: dict[str, Any] = {
-        semconv.DECISION: report.decision,
-        semconv.LITERALS_BEFORE: report.literals_before,
-        semconv.LITERALS_LOST: report.literals_lost,
-        semconv.ORPHANS_TOOL_USE: report.orphans_tool_use,
-        semconv.ORPHANS_TOOL_RESULT: report.orphans_tool_result,
-        semconv.VIOLATIONS: report.violations if findings else [],
-        semconv.WARNINGS: report.warnings if findings else [],
-        semconv.CONTRACTION_STATE: report.contraction_state,
-        semconv.MESSAGES_BEFORE: report.messages_before,
-        semconv.MESSAGES_AFTER: report.messages_after,
-        semconv.SIZE_BEFORE: report.size_before,
-        semconv.SIZE_AFTER: report.size_after,
-    }
-    for key, value in ((semconv.MUTATION_KIND, semconv.bounded_kind(report.kind)),
-                       (semconv.PASS_NUMBER, report.pass_number), (semconv.PASS_CAP, report.pass_cap)):
-        if value is not None and started.get(key) != value:
-            attrs[key] = value
+def report_attributes(attrs: dict[str, Any], names: semconv.GenAINames, report: Report, violations: list[str],
+                      warnings: list[str], error_type: str | None) -> dict[str, Any]:
+    """Add every attribute the report carries (counts, sizes, ids of invariants; never content) to
+    `attrs`, the start attributes; the report's kind, pass number and cap replace what the caller said."""
+    attrs[semconv.DECISION] = report.decision
+    attrs[semconv.LITERALS_BEFORE] = report.literals_before
+    attrs[semconv.LITERALS_LOST] = report.literals_lost
+    attrs[semconv.ORPHANS_TOOL_USE] = report.orphans_tool_use
+    attrs[semconv.ORPHANS_TOOL_RESULT] = report.orphans_tool_result
+    if violations:
+        attrs[semconv.VIOLATIONS] = violations
+    if warnings:
+        attrs[semconv.WARNINGS] = warnings
+    attrs[semconv.CONTRACTION_STATE] = report.contraction_state
+    attrs[semconv.MESSAGES_BEFORE] = report.messages_before
+    attrs[semconv.MESSAGES_AFTER] = report.messages_after
+    attrs[semconv.SIZE_BEFORE] = report.size_before
+    attrs[semconv.SIZE_AFTER] = report.size_after
+    attrs[semconv.MUTATION_KIND] = semconv.bounded_kind(report.kind)
+    attrs[semconv.PASS_NUMBER] = report.pass_number
+    if report.pass_cap is not None:
+        attrs[semconv.PASS_CAP] = report.pass_cap
     if report.hash_distance is not None:
         attrs[semconv.HASH_DISTANCE] = float(report.hash_distance)
     if report.residual_pressure is not None:
