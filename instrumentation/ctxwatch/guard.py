@@ -132,6 +132,7 @@ class ContextGuard:
         self._rendered: Any = None
         self._in_flight: list[str] = []
         self.passes_used = 0
+        self.episode = 0
         self._elisions = 0
         self.halted_at: int | None = None
 
@@ -318,7 +319,9 @@ class ContextGuard:
         return self.bridge.to_caller(model[:at] + (pin,) + model[at:], proposed)
 
     def new_episode(self) -> None:
-        """Start a new episode: the pass count and the halt are reset; the pinned cap stays."""
+        """Start a new episode: the pass count, the halt and the contraction detector are reset; the
+        pinned cap stays. Spans carry the episode number, so the monitor resets its detector too."""
+        self.episode += 1
         self.passes_used = 0
         self.halted_at = None
         self.detector = ContractionDetector(self.detector.config)
@@ -422,6 +425,7 @@ class ContextGuard:
             literals_lost=len(figures.get("lost", ())), lost_literals=frozenset(figures.get("lost", ())),
             orphans_tool_use=len(orphans[0]), orphans_tool_result=len(orphans[1]),
             contraction_state=self.detector.state, residual_pressure=figures.get("pressure"),
+            episode=self.episode,
         )
         return report, after_pairs, figures.get("fp_after")
 

@@ -74,6 +74,7 @@ class Report:
     deferred_id: int | None = None
     resolution: str | None = None   # "whole_pairs": a deferred rewrite applied as whole-pair compaction
     observed: bool = False          # a change the guard found already made (observe): reported, not refused
+    episode: int = 0                # how many times `ContextGuard.new_episode` has started a new one
     duration_s: float = 0.0
 
     @property

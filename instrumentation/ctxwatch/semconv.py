@@ -58,6 +58,7 @@ ORPHANS_TOOL_RESULT = "ctxwatch.orphans.tool_result"
 VIOLATIONS = "ctxwatch.violations"
 WARNINGS = "ctxwatch.warnings"
 CONTRACTION_STATE = "ctxwatch.contraction.state"
+EPISODE = "ctxwatch.episode"
 MESSAGES_BEFORE = "ctxwatch.messages.before"
 MESSAGES_AFTER = "ctxwatch.messages.after"
 SIZE_BEFORE = "ctxwatch.size.before"
@@ -182,6 +183,7 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(VIOLATIONS, "string[]", "report; omitted when empty"),
     AttributeSpec(WARNINGS, "string[]", "report; omitted when empty"),
     AttributeSpec(CONTRACTION_STATE, "string", "report"),
+    AttributeSpec(EPISODE, "int", "report, from the first new_episode() on (absent means 0)"),
     AttributeSpec(RESIDUAL_PRESSURE, "int", "report, when the pass cap is reached"),
     AttributeSpec(DEFERRAL_ID, "int", "report, on defer"),
     AttributeSpec(DEFERRAL_RESOLUTION, "string", "report, when a deferred rewrite was applied as whole_pairs"),

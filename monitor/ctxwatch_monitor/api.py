@@ -29,6 +29,8 @@ class LoopSummary(BaseModel):
     flagged_cycle: int | None = Field(description="The cycle at which the loop was last flagged contracting.")
     alarm_time: float | None = Field(description="When it was flagged (span end time, unix seconds).")
     guard_state: str | None = Field(description="The contraction state the guard itself last reported.")
+    episode: int = Field(description="The guard's episode (ContextGuard.new_episode) the detector follows; "
+                                     "a new one starts the detector afresh.")
     first_seen: float
     last_seen: float
 
@@ -76,8 +78,8 @@ class Fleet(BaseModel):
 def summary(loop: LoopState) -> dict[str, Any]:
     return {"loop_id": loop.loop_id, "service": loop.service, "agent": loop.agent, "state": loop.state,
             "cycles": loop.cycles, "onset": loop.onset, "flagged_cycle": loop.flagged,
-            "alarm_time": loop.alarm_time, "guard_state": loop.guard_state, "first_seen": loop.first_seen,
-            "last_seen": loop.last_seen}
+            "alarm_time": loop.alarm_time, "guard_state": loop.guard_state, "episode": loop.episode,
+            "first_seen": loop.first_seen, "last_seen": loop.last_seen}
 
 
 def api_router(engine: Engine, auth: BearerAuth) -> APIRouter:

@@ -115,7 +115,7 @@ class Engine:
                          row["first_seen"])
         loop.last_seen, loop.cycles, loop.guard_state = row["last_seen"], row["cycles"], row["guard_state"]
         loop.onset, loop.flagged, loop.alarm_time = row["onset"], row["flagged"], row["alarm_time"]
-        loop.history, loop.entries = bytearray(row["history"]), row["entries"]
+        loop.history, loop.entries, loop.episode = bytearray(row["history"]), row["entries"], row["episode"]
         return loop
 
     # --- ingest --------------------------------------------------------------------------------------
@@ -169,6 +169,10 @@ class Engine:
             store.dirty.add(loop.loop_id)
         else:
             store.touch(loop, record.service, record.agent, now)
+        if record.episode != loop.episode:
+            if record.episode < loop.episode:
+                return loop.labels  # a late span of an episode the guard has left: counted, not a cycle
+            self._new_episode(loop, record.episode)
         if record.guard_state is not None:
             loop.guard_state = record.guard_state
         if record.kind == "append":
@@ -187,6 +191,14 @@ class Engine:
         loop.record(self.config.history, at, record.kind, record.decision, record.d, record.loss_rate,
                     record.before, record.lost, cycle)
         return loop.labels
+
+    def _new_episode(self, loop: LoopState, episode: int) -> None:
+        """The guard started a new episode (`ContextGuard.new_episode`, after the rewrite policy was fixed):
+        its detector starts afresh, so does the loop's; the loop's history is kept."""
+        loop.episode = episode
+        loop.detector = ContractionDetector(self.detector_config)
+        loop.cycles, loop.onset, loop.flagged, loop.alarm_time = 0, None, None, None
+        self.store.set_state(loop, loop.detector.state)
 
     def sweep(self) -> int:
         """Forget loops past the TTL and persist their removal."""
@@ -234,4 +246,4 @@ class Engine:
 def _row(loop: LoopState) -> tuple[Any, ...]:
     return (loop.loop_id, loop.service, loop.agent, loop.state, loop.onset, loop.flagged, loop.alarm_time,
             loop.cycles, loop.first_seen, loop.last_seen, loop.guard_state,
-            _compact_json(loop.detector.to_dict()), bytes(loop.history), loop.entries)
+            _compact_json(loop.detector.to_dict()), bytes(loop.history), loop.entries, loop.episode)

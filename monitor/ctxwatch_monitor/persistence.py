@@ -14,7 +14,9 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+# what turns a state file of an earlier schema into the next one (a monitor upgrade keeps its loops)
+_MIGRATIONS = {"1": "ALTER TABLE loops ADD COLUMN episode INTEGER NOT NULL DEFAULT 0"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -22,14 +24,14 @@ CREATE TABLE IF NOT EXISTS loops (
     loop_id TEXT PRIMARY KEY, service TEXT NOT NULL, agent TEXT NOT NULL, state TEXT NOT NULL,
     onset INTEGER, flagged INTEGER, alarm_time REAL, cycles INTEGER NOT NULL, first_seen REAL NOT NULL,
     last_seen REAL NOT NULL, guard_state TEXT, detector TEXT NOT NULL, history BLOB NOT NULL,
-    entries INTEGER NOT NULL
+    entries INTEGER NOT NULL, episode INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS series (
     family TEXT NOT NULL, labels TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (family, labels)
 ) WITHOUT ROWID;
 """
 LOOP_COLUMNS = ("loop_id", "service", "agent", "state", "onset", "flagged", "alarm_time", "cycles", "first_seen",
-                "last_seen", "guard_state", "detector", "history", "entries")
+                "last_seen", "guard_state", "detector", "history", "entries", "episode")
 # an update in place (not INSERT OR REPLACE, a delete and an insert that also rewrites the key index)
 _UPSERT_LOOP = (f"INSERT INTO loops VALUES ({','.join('?' * len(LOOP_COLUMNS))}) ON CONFLICT (loop_id) DO UPDATE SET "
                 + ", ".join(f"{c}=excluded.{c}" for c in LOOP_COLUMNS[1:]))
@@ -53,12 +55,28 @@ class Database:
             self.conn.execute(f"PRAGMA synchronous={'FULL' if synchronous == 'full' else 'NORMAL'}")
             self.conn.executescript(_SCHEMA)
             row = self.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if row is None:
-                self.conn.execute(_UPSERT_META, ("schema", SCHEMA_VERSION))
-            elif row[0] != SCHEMA_VERSION:
-                raise StateFileError(f"state file {path!r} has schema {row[0]}, this monitor reads {SCHEMA_VERSION}")
+            schema = SCHEMA_VERSION if row is None else row[0]
+            while schema in _MIGRATIONS:
+                self._migrate(schema)
+                schema = str(int(schema) + 1)
+            if schema != SCHEMA_VERSION:
+                raise StateFileError(f"state file {path!r} has schema {schema}, this monitor reads {SCHEMA_VERSION}")
+            if row is None or row[0] != schema:
+                self.conn.execute(_UPSERT_META, ("schema", schema))
         except sqlite3.Error as exc:
             raise StateFileError(f"state file {path!r} cannot be used: {exc}") from None
+
+    def _migrate(self, schema: str) -> None:
+        """Upgrade the file from `schema` to the next version in one transaction."""
+        self.conn.execute("BEGIN")
+        try:
+            self.conn.execute(_MIGRATIONS[schema])
+            self.conn.execute(_UPSERT_META, ("schema", str(int(schema) + 1)))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
 
     def load_loops(self) -> Iterator[dict[str, Any]]:
         """Every loop row, least recently seen first."""

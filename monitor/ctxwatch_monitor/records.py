@@ -25,7 +25,7 @@ MAX_LIST_LENGTH = 64         # entries in ctxwatch.violations / ctxwatch.warning
 
 _INT_KEYS = frozenset({
     semconv.PASS_NUMBER, semconv.PASS_CAP, semconv.LITERALS_BEFORE, semconv.LITERALS_LOST,
-    semconv.ORPHANS_TOOL_USE, semconv.ORPHANS_TOOL_RESULT,
+    semconv.ORPHANS_TOOL_USE, semconv.ORPHANS_TOOL_RESULT, semconv.EPISODE,
 })
 _STRING_LIMITS = {
     semconv.LOOP_ID: MAX_ID_LENGTH, semconv.SERVICE_NAME: MAX_ID_LENGTH, AGENT_NAME: MAX_ID_LENGTH,
@@ -48,7 +48,7 @@ class MutationRecord:
 
     __slots__ = ("loop_id", "service", "agent", "kind", "decision", "pass_number", "pass_cap", "d", "before",
                  "lost", "orphans_tool_use", "orphans_tool_result", "violations", "warnings", "guard_state",
-                 "end_ns")
+                 "episode", "end_ns")
 
     def __init__(self, attrs: dict[str, Any], end_ns: int) -> None:
         """`attrs` are the span's type-checked attributes; `validate` checks the rest and fills in
@@ -65,6 +65,7 @@ class MutationRecord:
         self.d = None if d is None else float(d)
         self.violations, self.warnings = get(semconv.VIOLATIONS) or (), get(semconv.WARNINGS) or ()
         self.guard_state = get(semconv.CONTRACTION_STATE)
+        self.episode = get(semconv.EPISODE) or 0
 
     @property
     def loss_rate(self) -> float | None:

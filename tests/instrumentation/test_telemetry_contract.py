@@ -137,6 +137,14 @@ def test_patch_compaction_is_an_internal_span_with_every_figure_and_compacted_tr
         assert absent not in points
 
 
+def test_the_episode_is_on_the_span_from_the_first_new_episode_on(sdk):
+    assert semconv.EPISODE not in run(sdk, report("patch")).attributes  # absent means episode 0
+    sdk.spans.clear()
+    span = run(sdk, report("patch", episode=2))
+    assert span.attributes[semconv.EPISODE] == 2
+    assert_documented_types(span)
+
+
 def test_units_and_instrument_names_follow_the_documented_specs(sdk):
     run(sdk, report("abort", [Finding("tool_pairing", "orphan", "abort")], literals_lost=2,
                     orphans_tool_use=1, orphans_tool_result=1))

@@ -8,6 +8,7 @@ a tracked loop stays compact (the 2 KB-per-loop budget, measured with tracemallo
 
 from __future__ import annotations
 
+import sqlite3
 import tracemalloc
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from ctxwatch.contraction import ContractionDetector
 from ctxwatch_monitor.config import ConfigError, load_config
 from ctxwatch_monitor.instruments import Instruments
 from ctxwatch_monitor.loops import LoopState, LoopStore
+from ctxwatch_monitor.persistence import SCHEMA_VERSION, Database, StateFileError
 from ctxwatch_monitor.server import main
 
 
@@ -108,3 +110,37 @@ def test_a_tracked_loop_with_full_history_stays_near_2_kb() -> None:
     per_loop = (tracemalloc.get_traced_memory()[0] - before) / 2000
     tracemalloc.stop()
     assert per_loop < 2048, per_loop
+
+
+SCHEMA_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE loops (
+    loop_id TEXT PRIMARY KEY, service TEXT NOT NULL, agent TEXT NOT NULL, state TEXT NOT NULL,
+    onset INTEGER, flagged INTEGER, alarm_time REAL, cycles INTEGER NOT NULL, first_seen REAL NOT NULL,
+    last_seen REAL NOT NULL, guard_state TEXT, detector TEXT NOT NULL, history BLOB NOT NULL,
+    entries INTEGER NOT NULL
+);
+INSERT INTO meta VALUES ('schema', '1');
+INSERT INTO loops VALUES ('loop-old', 'svc', 'bot', 'contracting', 3, 4, 1700000000.5, 4, 1700000000.0,
+                          1700000001.0, 'contracting', '{}', x'', 0);
+"""
+
+
+def test_a_state_file_of_schema_1_is_migrated_and_keeps_its_loops(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(SCHEMA_1)
+    database = Database(str(path))
+    (row,) = database.load_loops()
+    assert row["loop_id"] == "loop-old" and row["state"] == "contracting" and row["episode"] == 0
+    assert database.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == SCHEMA_VERSION
+    database.close()
+    Database(str(path)).close()  # opening the migrated file again changes nothing
+
+
+def test_a_state_file_of_a_newer_schema_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(SCHEMA_1.replace("('schema', '1')", "('schema', '9')"))
+    with pytest.raises(StateFileError, match=r"state\.sqlite3.*schema 9, this monitor reads"):
+        Database(str(path))

@@ -21,7 +21,7 @@ from ctxwatch import semconv
 from ctxwatch.contraction import ContractionDetector, DetectorConfig
 from ctxwatch.guard import ContextGuard
 from ctxwatch.model import Message
-from ctxwatch.simulate.rewriters import InstructionAbsorbingRewriter
+from ctxwatch.simulate.rewriters import ExtractiveSummarizer, InstructionAbsorbingRewriter
 from ctxwatch.simulate.text import TextGen
 from ctxwatch.telemetry.mutation import MutationTelemetry
 
@@ -158,3 +158,61 @@ def test_contextguard_drives_the_monitor_to_the_same_alarm(tmp_path: Path) -> No
     assert metric_value(metrics, "ctxwatch_mutations_total", agent="absorber", decision="halt") == len(halted)
     provider.shutdown()
     monitor.stop()
+
+
+def test_a_new_episode_starts_the_monitors_detector_afresh_as_the_guards(tmp_path: Path) -> None:
+    """After a halt the operator fixes the rewrite policy and calls `guard.new_episode()` (as the halt
+    tells them to): the guard's detector starts afresh, and the spans' `ctxwatch.episode` makes the
+    monitor's do the same — the loop is healthy again at once, with the guard's very detector state,
+    and stays so across a monitor restart."""
+    config = tmp_path / "monitor.toml"
+    config.write_text("[contraction]\n" + "".join(f"{k} = {v}\n" for k, v in SENSITIVE.items()))
+    state = tmp_path / "state.sqlite3"
+    monitor = MonitorProcess(state, "--config", str(config)).start()
+    provider = TracerProvider(resource=Resource.create({"service.name": "guarded"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=monitor.url + "/v1/traces")))
+    guard = next(g for g in (_guarded_loop(provider, f"episodic-{seed}", seed) for seed in (7, 11, 23))
+                 if g.halted_at is not None)
+    provider.force_flush()
+    assert monitor.get(f"/api/loops/{guard.loop_id}").json()["state"] == "contracting"
+
+    guard.new_episode()
+    fixed = ExtractiveSummarizer(0.8, preserve_literals=True)  # the fixed policy: literals carried verbatim
+    text = TextGen(99)
+    for _ in range(2):
+        guard.observe(guard.messages + [text.message(role, 6, 0.6) for role in ("user", "assistant") * 3],
+                      boundary=1)
+        report = guard.check(fixed(guard.messages), kind="compact")
+        assert report.decision == "patch" and report.hash_distance is not None, report.explain()
+    provider.force_flush()
+    detail = monitor.get(f"/api/loops/{guard.loop_id}").json()
+    assert detail["episode"] == guard.episode == 1
+    assert detail["state"] == guard.detector.state == "healthy"
+    assert detail["detector"] == guard.detector.to_dict()
+    assert detail["cycles"] == guard.detector.cycle == 2 and detail["flagged_cycle"] is None
+    assert [c["decision"] for c in detail["history"]][-3:] == ["halt", "patch", "patch"]  # history kept
+    metrics = httpx.get(monitor.url + "/metrics").text
+    assert metric_value(metrics, "ctxwatch_loops", agent="absorber", state="contracting") == 0
+    assert metric_value(metrics, "ctxwatch_contraction_onsets_total", agent="absorber") == 1
+
+    monitor.stop()
+    monitor = MonitorProcess(state, "--config", str(config)).start()
+    restored = monitor.get(f"/api/loops/{guard.loop_id}").json()
+    assert restored["episode"] == 1 and restored["detector"] == guard.detector.to_dict()
+    provider.shutdown()
+    monitor.stop()
+
+
+def test_a_late_span_of_a_finished_episode_is_counted_but_not_a_cycle(monitor: MonitorProcess) -> None:
+    # the batch processor may deliver an old episode's span after the new episode's first one
+    sender = Sender(monitor.url, service="svc-episodes")
+    sender.mutation("loop-episodes", "compact", "patch", d=0.4, before=10, lost=0)
+    sender.mutation("loop-episodes", "compact", "patch", d=0.3, before=10, lost=0, **{semconv.EPISODE: 1})
+    sender.mutation("loop-episodes", "compact", "patch", d=0.2, before=10, lost=0)  # late: episode 0
+    sender.flush()
+    detail = monitor.get("/api/loops/loop-episodes").json()
+    assert detail["episode"] == 1 and detail["cycles"] == 1
+    assert [c["d"] for c in detail["history"]] == [0.4, 0.3]
+    metrics = monitor.get("/metrics").text
+    assert metric_value(metrics, "ctxwatch_mutations_total", service="svc-episodes") == 3
+    sender.close()

@@ -69,6 +69,8 @@ def report_attributes(attrs: dict[str, Any], names: semconv.GenAINames, report: 
         attrs[semconv.DEFERRAL_RESOLUTION] = report.resolution
     if report.observed:
         attrs[semconv.OBSERVED] = True
+    if report.episode:
+        attrs[semconv.EPISODE] = report.episode
     if report.decision == "patch" and report.kind in semconv.COMPACTION_KINDS:
         attrs[names.conversation_compacted] = True
     if error_type is not None:
