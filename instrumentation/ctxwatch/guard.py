@@ -332,14 +332,17 @@ class ContextGuard:
                  tools: list[ToolSchema] | None, rendered: Any, adopt: bool,
                  prefix_change_allowed: bool = False, convert_deferral: bool = False) -> Report:
         started = time.perf_counter()
-        change = Change.between(self._context, proposed, kind or "rewrite", self._digests)
-        kind = kind or ("append" if change.is_append_only else "rewrite")
-        if kind not in MUTATION_KINDS:
+        if kind is not None and kind not in MUTATION_KINDS:
             raise ValueError(f"kind must be one of {', '.join(MUTATION_KINDS)}; got {kind!r}")
-        change.kind = kind
+        change = Change.between(self._context, proposed, kind or "rewrite", self._digests)
         if tools is not None and not self.registry.changes(tools):
             tools = None  # the same tool list sent again (runtimes send it with every request): no change
         rewrite = not change.is_append_only or tools is not None
+        if kind is None or (kind == "append" and rewrite):
+            # the kind the guard evaluates it as (spans, metrics and the monitor follow it): grown turns
+            # with a new tool list are a schema change, anything but growth a rewrite
+            kind = "rewrite" if not change.is_append_only else "schema_change" if rewrite else "append"
+        change.kind = kind
         handle = self.telemetry.start(loop_id=self.loop_id, kind=kind, agent=self.agent,
                                       conversation_id=self.conversation_id, service=self.service,
                                       pass_number=self.passes_used + (1 if rewrite else 0), pass_cap=self._pass_cap)

@@ -189,7 +189,7 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(DEFERRAL_RESOLUTION, "string", "report, when a deferred rewrite was applied as whole_pairs"),
     AttributeSpec(OBSERVED, "boolean", "report, true when the change was found already made (observe); never false"),
     AttributeSpec(_G.conversation_compacted, "boolean", "report, true on an applied compact/prune; never false"),
-    AttributeSpec(_G.error_type, "string", "report, on abort and halt"),
+    AttributeSpec(_G.error_type, "string", "report, on abort and halt; on an attempt that raised"),
     AttributeSpec(LOST_LITERAL_VALUES, "string[]", "report, content capture on and literals lost"),
 )
 

@@ -115,7 +115,8 @@ class Engine:
                          row["first_seen"])
         loop.last_seen, loop.cycles, loop.guard_state = row["last_seen"], row["cycles"], row["guard_state"]
         loop.onset, loop.flagged, loop.alarm_time = row["onset"], row["flagged"], row["alarm_time"]
-        loop.history, loop.entries, loop.episode = bytearray(row["history"]), row["entries"], row["episode"]
+        loop.history, loop.entries = bytearray(row["history"]), row["entries"]
+        loop.episode, loop.episode_start = row["episode"], row["episode_start"]
         return loop
 
     # --- ingest --------------------------------------------------------------------------------------
@@ -169,15 +170,15 @@ class Engine:
             store.dirty.add(loop.loop_id)
         else:
             store.touch(loop, record.service, record.agent, now)
+        at = record.end_ns / 1e9 if record.end_ns else now
         if record.episode != loop.episode:
-            if record.episode < loop.episode:
-                return loop.labels  # a late span of an episode the guard has left: counted, not a cycle
-            self._new_episode(loop, record.episode)
+            if loop.episode_start is not None and at < loop.episode_start:
+                return loop.labels  # a late span of the episode before: counted, not a cycle
+            self._new_episode(loop, record.episode, at)
         if record.guard_state is not None:
             loop.guard_state = record.guard_state
         if record.kind == "append":
             return loop.labels
-        at = record.end_ns / 1e9 if record.end_ns else now
         cycle = 0
         if record.feeds_detector:
             verdict = loop.detector.update(record.d, record.before, record.lost)
@@ -192,10 +193,12 @@ class Engine:
                     record.before, record.lost, cycle)
         return loop.labels
 
-    def _new_episode(self, loop: LoopState, episode: int) -> None:
-        """The guard started a new episode (`ContextGuard.new_episode`, after the rewrite policy was fixed):
-        its detector starts afresh, so does the loop's; the loop's history is kept."""
-        loop.episode = episode
+    def _new_episode(self, loop: LoopState, episode: int, at: float) -> None:
+        """The loop's spans carry another episode number, from a span that ended at `at`: the guard started
+        a new episode (`ContextGuard.new_episode`, after the rewrite policy was fixed) or a new guard took
+        the loop over (a restarted process counts from 0 again). Either way the guard's detector started
+        afresh, and so does the loop's; the loop's history is kept."""
+        loop.episode, loop.episode_start = episode, at
         loop.detector = ContractionDetector(self.detector_config)
         loop.cycles, loop.onset, loop.flagged, loop.alarm_time = 0, None, None, None
         self.store.set_state(loop, loop.detector.state)
@@ -246,4 +249,5 @@ class Engine:
 def _row(loop: LoopState) -> tuple[Any, ...]:
     return (loop.loop_id, loop.service, loop.agent, loop.state, loop.onset, loop.flagged, loop.alarm_time,
             loop.cycles, loop.first_seen, loop.last_seen, loop.guard_state,
-            _compact_json(loop.detector.to_dict()), bytes(loop.history), loop.entries, loop.episode)
+            _compact_json(loop.detector.to_dict()), bytes(loop.history), loop.entries, loop.episode,
+            loop.episode_start)

@@ -58,7 +58,8 @@ class LoopState:
     """What the monitor knows about one loop."""
 
     __slots__ = ("loop_id", "service", "agent", "labels", "state", "onset", "flagged", "alarm_time", "cycles",
-                 "first_seen", "last_seen", "detector", "history", "entries", "guard_state", "episode")
+                 "first_seen", "last_seen", "detector", "history", "entries", "guard_state", "episode",
+                 "episode_start")
 
     def __init__(self, loop_id: str, service: str, agent: str, labels: tuple[str, str], state: str,
                  detector: Any, now: float) -> None:
@@ -74,6 +75,7 @@ class LoopState:
         self.entries = 0
         self.guard_state: str | None = None
         self.episode = 0                     # the guard's episode (ContextGuard.new_episode) the detector follows
+        self.episode_start: float | None = None  # end time of its first span, once the episode has changed
 
     def record(self, capacity: int, time: float, kind: str, decision: str, d: float | None, r: float | None,
                before: int, lost: int, cycle: int) -> None:

@@ -16,7 +16,8 @@ from typing import Any
 
 SCHEMA_VERSION = "2"
 # what turns a state file of an earlier schema into the next one (a monitor upgrade keeps its loops)
-_MIGRATIONS = {"1": "ALTER TABLE loops ADD COLUMN episode INTEGER NOT NULL DEFAULT 0"}
+_MIGRATIONS = {"1": ("ALTER TABLE loops ADD COLUMN episode INTEGER NOT NULL DEFAULT 0",
+                     "ALTER TABLE loops ADD COLUMN episode_start REAL")}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -24,14 +25,15 @@ CREATE TABLE IF NOT EXISTS loops (
     loop_id TEXT PRIMARY KEY, service TEXT NOT NULL, agent TEXT NOT NULL, state TEXT NOT NULL,
     onset INTEGER, flagged INTEGER, alarm_time REAL, cycles INTEGER NOT NULL, first_seen REAL NOT NULL,
     last_seen REAL NOT NULL, guard_state TEXT, detector TEXT NOT NULL, history BLOB NOT NULL,
-    entries INTEGER NOT NULL, episode INTEGER NOT NULL DEFAULT 0
+    entries INTEGER NOT NULL, episode INTEGER NOT NULL DEFAULT 0, episode_start REAL
 );
 CREATE TABLE IF NOT EXISTS series (
     family TEXT NOT NULL, labels TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (family, labels)
 ) WITHOUT ROWID;
 """
 LOOP_COLUMNS = ("loop_id", "service", "agent", "state", "onset", "flagged", "alarm_time", "cycles", "first_seen",
-                "last_seen", "guard_state", "detector", "history", "entries", "episode")
+                "last_seen", "guard_state", "detector", "history", "entries", "episode",
+                "episode_start")
 # an update in place (not INSERT OR REPLACE, a delete and an insert that also rewrites the key index)
 _UPSERT_LOOP = (f"INSERT INTO loops VALUES ({','.join('?' * len(LOOP_COLUMNS))}) ON CONFLICT (loop_id) DO UPDATE SET "
                 + ", ".join(f"{c}=excluded.{c}" for c in LOOP_COLUMNS[1:]))
@@ -70,7 +72,8 @@ class Database:
         """Upgrade the file from `schema` to the next version in one transaction."""
         self.conn.execute("BEGIN")
         try:
-            self.conn.execute(_MIGRATIONS[schema])
+            for statement in _MIGRATIONS[schema]:
+                self.conn.execute(statement)
             self.conn.execute(_UPSERT_META, ("schema", str(int(schema) + 1)))
             self.conn.execute("COMMIT")
         except BaseException:

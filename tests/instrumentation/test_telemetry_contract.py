@@ -255,18 +255,25 @@ def test_the_span_is_a_child_of_the_callers_invoke_agent_span(sdk):
     assert child.context.trace_id == parent.get_span_context().trace_id
 
 
-def test_an_attempt_that_raised_before_its_report_is_an_error_span_with_the_exception(sdk):
-    handle = sdk.telemetry().start(loop_id="l", kind="prune", agent="bot", pass_number=2)
-    handle.fail(KeyError("boom"))
+@pytest.mark.parametrize("capture", [False, True])
+def test_an_attempt_that_raised_before_its_report_is_an_error_span_without_a_kind(sdk, capture):
+    # no decision was made: the span is an error, not a mutation span (no kind: the monitor passes over it,
+    # no metric counts it), and the exception's message may quote text: its event only with capture on
+    handle = sdk.telemetry(capture_content=capture).start(loop_id="l", kind="prune", agent="bot", pass_number=2)
+    handle.fail(KeyError("message 3 says zqxsecret"))
     handle.end(report("patch", kind="prune"))  # after fail, end does nothing
     span = sdk.span()
     assert handle.span is not None and span.context == handle.span.get_span_context()
     assert span.name == "ctxwatch prune" and span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "KeyError"
     assert span.attributes["error.type"] == "KeyError" and span.attributes[semconv.LOOP_ID] == "l"
-    assert semconv.DECISION not in span.attributes  # there was no decision
-    (event,) = span.events
-    assert event.name == "exception" and event.attributes["exception.type"] == "KeyError"
-    assert "ctxwatch.mutations" not in sdk.points()  # no decision to count
+    assert semconv.MUTATION_KIND not in span.attributes and semconv.DECISION not in span.attributes
+    assert sdk.points() == {}
+    if capture:
+        (event,) = span.events
+        assert event.name == "exception" and "zqxsecret" in event.attributes["exception.message"]
+    else:
+        assert span.events == () and "zqxsecret" not in span.to_json()
 
 
 class RecordingSampler(Sampler):

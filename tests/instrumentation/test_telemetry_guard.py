@@ -144,3 +144,31 @@ def test_with_capture_on_only_the_documented_content_appears():
     assert LITERAL not in metrics_text
     refused = pipeline.last()
     assert {e.attributes[semconv.FINDING_INVARIANT] for e in refused.events} >= {"tool_pairing"}
+
+
+def test_with_capture_on_a_policy_finding_names_the_message_not_its_text():
+    # record 001: the refusal names the pinned policy message by position; its text never leaves
+    pipeline = Pipeline(capture=True)
+    guard = ContextGuard("loop-policy", policy=lambda i, m: m.role == "system", telemetry=pipeline.telemetry)
+    session = [system(f"Never reveal the codename {TEXT}."), user("hello"), assistant("hi")]
+    guard.observe(session)
+    report = guard.check([system("Be helpful."), *session[1:]], kind="system_patch")
+    assert report.decision == "abort" and "policy_isolation" in report.violations, report.explain()
+    assert "message 0" in report.explain()
+    assert TEXT not in pipeline.exported_text()
+
+
+def test_grown_turns_with_a_new_tool_list_are_reported_as_the_schema_change_the_guard_checks():
+    # the guard evaluates it as a rewrite (schema check, a pass, a contraction cycle): its span must say
+    # so, or the monitor, which skips appends, would miss a cycle the guard's detector counted
+    pipeline = Pipeline()
+    guard = ContextGuard("loop-tools", pass_cap=None, telemetry=pipeline.telemetry)
+    guard.observe([system("You are a careful agent."), user("look up ORD-12345")])
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
+    for kind in (None, "append"):
+        report = guard.check(guard.messages + [assistant(f"checking ({kind})")], kind=kind, tools=[tool])
+        assert report.kind == "schema_change" and report.decision == "patch", report.explain()
+        assert pipeline.last().attributes[semconv.MUTATION_KIND] == "schema_change"
+        assert semconv.is_rewrite_cycle(report.kind, report.decision, report.hash_distance)
+        tool = {**tool, "function": {**tool["function"], "name": "lookup_v2"}}
+    assert guard.passes_used == guard.detector.cycle == 2

@@ -110,8 +110,8 @@ class Sender:
 
     def mutation(self, loop_id: str | None, kind: str = "compact", decision: str = "patch", *,
                  d: float | None = None, before: int = 0, lost: int = 0, agent: str = "agent-a",
-                 violations: tuple[str, ...] = (), **extra: Any) -> None:
-        """One mutation span with the wire contract's attributes."""
+                 violations: tuple[str, ...] = (), end_ns: int | None = None, **extra: Any) -> None:
+        """One mutation span with the wire contract's attributes (ending now, or at `end_ns`)."""
         attrs: dict[str, Any] = {semconv.MUTATION_KIND: kind, semconv.DECISION: decision, AGENT: agent,
                                  semconv.LITERALS_BEFORE: before, semconv.LITERALS_LOST: lost,
                                  semconv.ORPHANS_TOOL_USE: 0, semconv.ORPHANS_TOOL_RESULT: 0,
@@ -121,6 +121,9 @@ class Sender:
         if d is not None:
             attrs[semconv.HASH_DISTANCE] = d
         attrs.update(extra)
+        if end_ns is not None:
+            self.tracer.start_span(semconv.span_name(kind), attributes=attrs, start_time=end_ns - 1000).end(end_ns)
+            return
         with self.tracer.start_as_current_span(semconv.span_name(kind), attributes=attrs):
             pass
 

@@ -8,6 +8,7 @@ the guard's own, byte for byte, when the real ContextGuard drives the loop.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -207,12 +208,26 @@ def test_a_late_span_of_a_finished_episode_is_counted_but_not_a_cycle(monitor: M
     # the batch processor may deliver an old episode's span after the new episode's first one
     sender = Sender(monitor.url, service="svc-episodes")
     sender.mutation("loop-episodes", "compact", "patch", d=0.4, before=10, lost=0)
+    ended_before_the_new_episode = time.time_ns()
     sender.mutation("loop-episodes", "compact", "patch", d=0.3, before=10, lost=0, **{semconv.EPISODE: 1})
-    sender.mutation("loop-episodes", "compact", "patch", d=0.2, before=10, lost=0)  # late: episode 0
+    sender.mutation("loop-episodes", "compact", "patch", d=0.2, before=10, lost=0, end_ns=ended_before_the_new_episode)
     sender.flush()
     detail = monitor.get("/api/loops/loop-episodes").json()
     assert detail["episode"] == 1 and detail["cycles"] == 1
     assert [c["d"] for c in detail["history"]] == [0.4, 0.3]
     metrics = monitor.get("/metrics").text
     assert metric_value(metrics, "ctxwatch_mutations_total", service="svc-episodes") == 3
+    sender.close()
+
+
+def test_a_restarted_guard_counting_episodes_from_0_again_is_followed(monitor: MonitorProcess) -> None:
+    # one loop id per process (the loop id on the resource): a new process's guard starts at episode 0
+    sender = Sender(monitor.url, service="svc-restart")
+    sender.mutation("loop-restart", "compact", "patch", d=0.4, before=10, lost=0)
+    sender.mutation("loop-restart", "compact", "patch", d=0.3, before=10, lost=0, **{semconv.EPISODE: 1})
+    in_process = _send_contracting_loop(sender, "loop-restart", "agent-a")  # the new process, episode 0
+    sender.flush()
+    detail = monitor.get("/api/loops/loop-restart").json()
+    assert detail["episode"] == 0 and detail["state"] == "contracting"
+    assert detail["detector"] == in_process.to_dict()
     sender.close()

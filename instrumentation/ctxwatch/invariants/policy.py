@@ -31,7 +31,6 @@ class PinnedSpan:
     index: int
     digest: int
     message_id: str | None
-    preview: str
 
 
 class PolicyRegion:
@@ -60,7 +59,7 @@ class PolicyRegion:
             missing = ids - {messages[i].id for i in chosen}
             if missing:
                 raise ValueError(f"policy ids {sorted(missing)} name no message of the observed context")
-        self.spans = tuple(PinnedSpan(i, messages[i].digest, messages[i].id, messages[i].text[:60]) for i in chosen)
+        self.spans = tuple(PinnedSpan(i, messages[i].digest, messages[i].id) for i in chosen)
         counts: dict[str, int] = {}
         for i in chosen:
             for s in extract_symbols(messages[i].text, self._literals):
@@ -125,8 +124,8 @@ def _count_below(sorted_indexes: list[int], limit: int) -> int:
 
 
 def _name(span: PinnedSpan) -> str:
-    who = f"id {span.message_id!r}" if span.message_id else f"message {span.index}"
-    return f"{who} ({span.preview!r}…)"
+    """The pinned message by id or position, never by its text (finding messages may be exported)."""
+    return f"id {span.message_id!r}" if span.message_id else f"message {span.index}"
 
 
 def check_pass_cap(passes_used: int, cap: int | None, size: int,

@@ -16,6 +16,7 @@ import weakref
 from typing import Any
 
 from opentelemetry import metrics
+from opentelemetry.metrics._internal import _PROXY_METER_PROVIDER as _API_PROXY  # the global before any set
 
 from .. import semconv
 from ..report import Report
@@ -111,24 +112,25 @@ class Instruments:
 
 _lock = threading.Lock()
 _by_provider: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()
-_global: list[Instruments] = []
 
 
 def instruments_for(meter_provider: metrics.MeterProvider | None, version: str,
                     schema_url: str) -> Instruments:
-    """The shared instruments on `meter_provider` (None: the global provider), created on first use."""
+    """The shared instruments on `meter_provider` (None: the global provider), created on first use.
+
+    There is one set per provider the instruments end up on: the global provider's set serves both
+    None and that provider passed explicitly, and the set made before any SDK was installed (on the
+    API's proxy, which delegates to the SDK installed later) goes on serving the global provider. Two
+    sets on one SDK meter would lose counts: the SDK keeps the first observable counter of a name and
+    never calls the second's callback."""
     with _lock:
-        if meter_provider is None:
-            cached = _global[0] if _global else None
-        else:
-            cached = _by_provider.get(meter_provider)
-        if cached is not None:
-            return cached
-        meter = metrics.get_meter(semconv.INSTRUMENTATION_NAME, version, meter_provider,
-                                  schema_url=schema_url)
-        made = Instruments(meter)
-        if meter_provider is None:
-            _global.append(made)
-        else:
-            _by_provider[meter_provider] = made
+        current = metrics.get_meter_provider()
+        provider = current if meter_provider is None else meter_provider
+        made = _by_provider.get(provider)
+        if made is None and provider is current:
+            made = _by_provider.get(_API_PROXY)
+        if made is None:
+            made = Instruments(metrics.get_meter(semconv.INSTRUMENTATION_NAME, version, provider,
+                                                 schema_url=schema_url))
+        _by_provider[provider] = made
         return made

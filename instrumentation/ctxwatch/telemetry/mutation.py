@@ -139,10 +139,14 @@ class MutationTelemetry:
         return span
 
     def _fail(self, handle: MutationHandle, exc: BaseException) -> None:
+        """An error span for an attempt that raised before its report: the caller's attributes without the
+        kind (so consumers of mutation spans, the monitor among them, pass over it: there was no decision),
+        `error.type`, and the exception event only with content capture on (its message may quote text)."""
         if not self._traces:
             return
         try:
             attrs = handle.start_attributes()
+            del attrs[semconv.MUTATION_KIND]
             attrs[self.names.error_type] = type(exc).__qualname__
         except Exception as inner:  # noqa: BLE001
             self.failure("end", inner)
@@ -151,8 +155,9 @@ class MutationTelemetry:
         if span is None:
             return
         try:
-            span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            if self.capture_content:
+                span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
         except Exception as inner:  # noqa: BLE001
             self.failure("end", inner)
         self._end_span(span)
