@@ -173,7 +173,7 @@ def fleet() -> Board:
     b.add("heatmap", "Hash distance d_t", "Fingerprint distance between consecutive buffers (0..1), by bucket.",
           [(f"sum by (le) (job_service_agent_decision_le:ctxwatch_rewrite_hash_distance_bucket:rate5m{F}}})",
             "{{le}}")], heatmap=True, options={"calculate": False, "yAxis": {"unit": "short"}})
-    b.add("heatmap", "Literal-loss rate r_t", "Share of protected literals each rewrite cycle drops (0..1), by bucket.",
+    b.add("heatmap", "Literal-loss rate r_t", "Share of protected literals each applied rewrite drops, by bucket.",
           [(f"sum by (le) (job_service_agent_decision_le:ctxwatch_rewrite_literal_loss_rate_bucket:rate5m{F}}})",
             "{{le}}")], heatmap=True, options={"calculate": False, "yAxis": {"unit": "percentunit"}})
     b.add("timeseries", "Mean literal-loss rate of applied rewrites", "Per agent; the CtxwatchLiteralLossHigh "
@@ -212,8 +212,7 @@ def agent() -> Board:
     b.add("timeseries", "Mutations by kind and decision", "Per second.",
           [(f"sum by (kind, decision) (job_service_agent_kind_decision:ctxwatch_mutations:rate5m{ONE}}})",
             "{{kind}} {{decision}}")], unit="ops")
-    b.add("timeseries", "Literal-loss rate r_t", "Quantiles over rewrite cycles (applied, or halted by the "
-          "alarm), and the mean of the applied ones.",
+    b.add("timeseries", "Literal-loss rate r_t", "Quantiles over the applied rewrites, and their mean.",
           [*_quantiles("job_service_agent_decision_le:ctxwatch_rewrite_literal_loss_rate_bucket:rate5m", ONE + "}"),
            (f"job_service_agent:ctxwatch_rewrite_literal_loss_rate_applied:mean5m{ONE}}}", "mean (applied)")],
           unit="percentunit")

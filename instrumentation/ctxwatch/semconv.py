@@ -105,15 +105,14 @@ _KINDS = frozenset(MUTATION_KINDS)
 _INVARIANT_SET = frozenset(INVARIANTS)
 
 
-def is_rewrite_cycle(kind: str, decision: str, hash_distance: float | None) -> bool:
-    """Whether a mutation is a rewrite cycle, the unit the `ctxwatch.rewrite.*` histograms describe.
+def is_applied_rewrite(kind: str, decision: str) -> bool:
+    """Whether a mutation is an applied rewrite, what the `ctxwatch.rewrite.*` histograms describe.
 
-    A rewrite cycle is a rewrite that took effect (decision patch; an observed change too) or the one
-    the contraction alarm halted (decision halt, carrying the hash distance the detector evaluated).
-    Appended turns are not rewrites. Refused proposals are not cycles: their figures are on their spans,
-    and leaving them out keeps an agent that retries a refused rewrite from weighting the distributions
-    with its retries. Guard telemetry and the monitor both decide with this one rule."""
-    return kind != "append" and (decision == "patch" or (decision == "halt" and hash_distance is not None))
+    An applied rewrite is any mutation but an appended turn that took effect: decision patch, observed
+    changes included. Refused proposals (defer, abort, halt) did not change the context: their figures
+    are on their spans, and leaving them out keeps an agent that retries a refused rewrite from weighting
+    the distributions with its retries. Guard telemetry and the monitor both decide with this one rule."""
+    return decision == "patch" and kind != "append"
 
 
 # --- GenAI names -------------------------------------------------------------------------------
@@ -234,13 +233,13 @@ TELEMETRY_ERRORS = MetricSpec("ctxwatch.telemetry.errors", "counter", "{error}",
 GUARD_DURATION = MetricSpec("ctxwatch.guard.duration", "histogram", "s", _BASE,
                             "Time the guard spent checking one mutation.", _DURATION_BUCKETS)
 HASH_DISTANCE_HISTOGRAM = MetricSpec("ctxwatch.rewrite.hash_distance", "histogram", "1", _BASE,
-                                     "Fingerprint distance d_t of each rewrite cycle (0..1).",
+                                     "Fingerprint distance d_t of each applied rewrite (0..1).",
                                      _FRACTION_BUCKETS)
 LITERAL_LOSS_RATE = MetricSpec("ctxwatch.rewrite.literal_loss_rate", "histogram", "1", _BASE,
-                               "Literal-loss rate r_t = lost / literals before of each rewrite cycle with literals.",
+                               "Literal-loss rate r_t = lost / literals before of each applied rewrite with literals.",
                                _FRACTION_BUCKETS)
 PASS_NUMBER_HISTOGRAM = MetricSpec("ctxwatch.rewrite.pass_number", "histogram", "{pass}", _BASE,
-                                   "Pass number of each rewrite cycle.", _PASS_BUCKETS)
+                                   "Pass number of each applied rewrite.", _PASS_BUCKETS)
 
 METRICS: tuple[MetricSpec, ...] = (
     MUTATIONS, LOST_LITERALS, ORPHANED_TOOL_PARTS, DEFERRALS, INVARIANT_VIOLATIONS, INVARIANT_WARNINGS,

@@ -139,12 +139,11 @@ class Instruments:
             self.deferrals.family.inc(deferrals, len(records))
         if total_lost := sum([r.lost for r in records]):
             self.lost_literals.family.inc(lost, total_lost)
-        cycles = [r for r in records if semconv.is_rewrite_cycle(r.kind, r.decision, r.d)]
-        if cycles:
-            self.hash_distance.family.observe_many(distance, [r.d for r in cycles if r.d is not None])
-            self.loss_rate.family.observe_many(loss_rate, [r.lost / r.before for r in cycles if r.before])
+        if semconv.is_applied_rewrite(base[0], base[1]):  # one kind and decision per group
+            self.hash_distance.family.observe_many(distance, [r.d for r in records if r.d is not None])
+            self.loss_rate.family.observe_many(loss_rate, [r.lost / r.before for r in records if r.before])
             self.pass_number.family.observe_many(pass_number,
-                                                 [r.pass_number for r in cycles if r.pass_number is not None])
+                                                 [r.pass_number for r in records if r.pass_number is not None])
         for record in records:
             if record.orphans_tool_use or record.orphans_tool_result or record.violations or record.warnings:
                 self._observe_findings(record, list(base) + [""])

@@ -459,23 +459,23 @@ REWRITE_HISTOGRAMS = {"ctxwatch.rewrite.hash_distance", "ctxwatch.rewrite.litera
                       "ctxwatch.rewrite.pass_number"}
 
 
-@pytest.mark.parametrize(("rep", "cycle"), [
+@pytest.mark.parametrize(("rep", "applied"), [
     (report("patch"), True),                                                    # an applied rewrite
     (report("patch", observed=True), True),                                     # one found already made
-    (report("halt", [Finding("contraction", "d < r", "halt")]), True),          # the cycle the alarm halted
     (report("patch", kind="append"), False),                                    # appended turns
+    (report("halt", [Finding("contraction", "d < r", "halt")]), False),         # the cycle the alarm halted
     (report("abort", [Finding("tool_pairing", "orphan", "abort")], hash_distance=None), False),
     (report("defer", [Finding("prefix_identity", "prefix", "defer")], hash_distance=None), False),
     (report("halt", [Finding("pass_cap", "cap", "halt")], hash_distance=None), False),  # refused at the cap
-], ids=["applied", "observed", "halted-by-alarm", "append", "abort", "defer", "halted-at-cap"])
-def test_rewrite_histograms_describe_rewrite_cycles_only(sdk, rep, cycle):
+], ids=["applied", "observed", "append", "halted-by-alarm", "abort", "defer", "halted-at-cap"])
+def test_rewrite_histograms_describe_applied_rewrites_only(sdk, rep, applied):
     # an agent retrying a refused rewrite must not weight the distributions with its retries; the
     # duration histogram and the counters see every attempt
     run(sdk, rep)
     points = sdk.points()
     assert "ctxwatch.mutations" in points and "ctxwatch.guard.duration" in points
-    assert semconv.is_rewrite_cycle(rep.kind, rep.decision, rep.hash_distance) is cycle
-    if cycle:
+    assert semconv.is_applied_rewrite(rep.kind, rep.decision) is applied
+    if applied:
         assert set(points) >= REWRITE_HISTOGRAMS
         assert points["ctxwatch.rewrite.pass_number"][0][1] == rep.pass_number
     else:

@@ -169,6 +169,6 @@ def test_grown_turns_with_a_new_tool_list_are_reported_as_the_schema_change_the_
         report = guard.check(guard.messages + [assistant(f"checking ({kind})")], kind=kind, tools=[tool])
         assert report.kind == "schema_change" and report.decision == "patch", report.explain()
         assert pipeline.last().attributes[semconv.MUTATION_KIND] == "schema_change"
-        assert semconv.is_rewrite_cycle(report.kind, report.decision, report.hash_distance)
+        assert semconv.is_applied_rewrite(report.kind, report.decision)
         tool = {**tool, "function": {**tool["function"], "name": "lookup_v2"}}
     assert guard.passes_used == guard.detector.cycle == 2

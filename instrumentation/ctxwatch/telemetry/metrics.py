@@ -5,8 +5,8 @@ Instruments are built from `semconv.METRICS` (name, unit, bucket advice), cached
 provider and shared by every `MutationTelemetry` on that provider, together with the agent and
 service caps, so many guards in one process still stay under the cardinality cap. Counters are
 pre-aggregated `Tally`s (observable counters); histograms are synchronous: the guard duration for
-every attempt, the rewrite figures (pass number, d_t, r_t) for rewrite cycles only
-(`semconv.is_rewrite_cycle`).
+every attempt, the rewrite figures (pass number, d_t, r_t) for applied rewrites only
+(`semconv.is_applied_rewrite`).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class Instruments:
         labels = self._label_set(key)
         self.mutations.add(1, labels, key)
         self.duration.record(duration_s, labels)
-        if semconv.is_rewrite_cycle(report.kind, decision, report.hash_distance):
+        if semconv.is_applied_rewrite(report.kind, decision):
             self.pass_number.record(report.pass_number, labels)
             if report.hash_distance is not None:
                 self.hash_distance.record(report.hash_distance, labels)
