@@ -179,8 +179,8 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     *(AttributeSpec(name, "int", "report") for name in (
         LITERALS_BEFORE, LITERALS_LOST, ORPHANS_TOOL_USE, ORPHANS_TOOL_RESULT,
         MESSAGES_BEFORE, MESSAGES_AFTER, SIZE_BEFORE, SIZE_AFTER)),
-    AttributeSpec(VIOLATIONS, "string[]", "report; omitted when empty"),
-    AttributeSpec(WARNINGS, "string[]", "report; omitted when empty"),
+    AttributeSpec(VIOLATIONS, "string[]", "report (empty list when none)"),
+    AttributeSpec(WARNINGS, "string[]", "report (empty list when none)"),
     AttributeSpec(CONTRACTION_STATE, "string", "report"),
     AttributeSpec(EPISODE, "int", "report, from the first new_episode() on (absent means 0)"),
     AttributeSpec(RESIDUAL_PRESSURE, "int", "report, when the pass cap is reached"),

@@ -104,7 +104,7 @@ def assert_documented_types(span: ReadableSpan) -> None:
 
 ALWAYS = {semconv.LOOP_ID, semconv.MUTATION_KIND, semconv.PASS_NUMBER, semconv.DECISION,
           semconv.LITERALS_BEFORE, semconv.LITERALS_LOST, semconv.ORPHANS_TOOL_USE,
-          semconv.ORPHANS_TOOL_RESULT, semconv.CONTRACTION_STATE,
+          semconv.ORPHANS_TOOL_RESULT, semconv.VIOLATIONS, semconv.WARNINGS, semconv.CONTRACTION_STATE,
           semconv.MESSAGES_BEFORE, semconv.MESSAGES_AFTER, semconv.SIZE_BEFORE, semconv.SIZE_AFTER}
 
 
@@ -121,7 +121,7 @@ def test_patch_compaction_is_an_internal_span_with_every_figure_and_compacted_tr
     assert attrs[semconv.HASH_DISTANCE] == 0.31 and attrs[semconv.PASS_CAP] == 8
     assert attrs[semconv.MESSAGES_BEFORE] == 12 and attrs[semconv.MESSAGES_AFTER] == 7
     assert attrs[semconv.SIZE_BEFORE] == 5400 and attrs[semconv.SIZE_AFTER] == 2100
-    assert semconv.VIOLATIONS not in attrs and semconv.WARNINGS not in attrs  # absent: none
+    assert attrs[semconv.VIOLATIONS] == () and attrs[semconv.WARNINGS] == ()
     assert attrs["gen_ai.conversation.compacted"] is True
     assert attrs["gen_ai.agent.name"] == "support-bot"
     assert "error.type" not in attrs and "gen_ai.conversation.id" not in attrs
@@ -166,7 +166,7 @@ def test_patch_with_a_warning_counts_the_lost_literals_and_the_rate(sdk):
     rep = report("patch", [Finding("literal_loss", "2 literals lost", "warn")], literals_lost=5)
     span = run(sdk, rep)
     assert span.attributes[semconv.WARNINGS] == ("literal_loss",)
-    assert semconv.VIOLATIONS not in span.attributes
+    assert span.attributes[semconv.VIOLATIONS] == ()
     assert span.attributes[semconv.LITERALS_LOST] == 5
     points = sdk.points()
     assert points["ctxwatch.lost_literals"][0][1] == 5

@@ -45,8 +45,8 @@ def span_matches(span, report) -> None:
     attrs = span.attributes
     assert span.name == f"ctxwatch {report.kind}"
     assert attrs[semconv.LOOP_ID] == report.loop_id and attrs[semconv.DECISION] == report.decision
-    assert attrs.get(semconv.VIOLATIONS, ()) == tuple(report.violations)  # absent when there are none
-    assert attrs.get(semconv.WARNINGS, ()) == tuple(report.warnings)
+    assert attrs[semconv.VIOLATIONS] == tuple(report.violations)
+    assert attrs[semconv.WARNINGS] == tuple(report.warnings)
     for name, figure in [(semconv.LITERALS_BEFORE, report.literals_before),
                          (semconv.LITERALS_LOST, report.literals_lost),
                          (semconv.ORPHANS_TOOL_USE, report.orphans_tool_use),

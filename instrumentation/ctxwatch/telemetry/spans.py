@@ -46,10 +46,8 @@ def report_attributes(attrs: dict[str, Any], names: semconv.GenAINames, report: 
     attrs[semconv.LITERALS_LOST] = report.literals_lost
     attrs[semconv.ORPHANS_TOOL_USE] = report.orphans_tool_use
     attrs[semconv.ORPHANS_TOOL_RESULT] = report.orphans_tool_result
-    if violations:
-        attrs[semconv.VIOLATIONS] = violations
-    if warnings:
-        attrs[semconv.WARNINGS] = warnings
+    attrs[semconv.VIOLATIONS] = violations
+    attrs[semconv.WARNINGS] = warnings
     attrs[semconv.CONTRACTION_STATE] = report.contraction_state
     attrs[semconv.MESSAGES_BEFORE] = report.messages_before
     attrs[semconv.MESSAGES_AFTER] = report.messages_after
