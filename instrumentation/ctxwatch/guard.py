@@ -338,10 +338,13 @@ class ContextGuard:
         if tools is not None and not self.registry.changes(tools):
             tools = None  # the same tool list sent again (runtimes send it with every request): no change
         rewrite = not change.is_append_only or tools is not None
-        if kind is None or (kind == "append" and rewrite):
-            # the kind the guard evaluates it as (spans, metrics and the monitor follow it): grown turns
-            # with a new tool list are a schema change, anything but growth a rewrite
-            kind = "rewrite" if not change.is_append_only else "schema_change" if rewrite else "append"
+        # the kind is the one the guard evaluates it as (spans, metrics and the monitor follow it): growth
+        # alone (or no change) is an append whatever the caller declared; growth with a new tool list a
+        # schema change, anything else a rewrite unless the caller names its kind
+        if not rewrite:
+            kind = "append"
+        elif kind is None or kind == "append":
+            kind = "schema_change" if change.is_append_only else "rewrite"
         change.kind = kind
         handle = self.telemetry.start(loop_id=self.loop_id, kind=kind, agent=self.agent,
                                       conversation_id=self.conversation_id, service=self.service,

@@ -172,3 +172,23 @@ def test_grown_turns_with_a_new_tool_list_are_reported_as_the_schema_change_the_
         assert semconv.is_applied_rewrite(report.kind, report.decision)
         tool = {**tool, "function": {**tool["function"], "name": "lookup_v2"}}
     assert guard.passes_used == guard.detector.cycle == 2
+
+
+@pytest.mark.parametrize("declared", ["compact", "prune", "rewrite", "schema_change"])
+def test_growth_declared_as_a_rewrite_is_reported_as_the_append_the_guard_checks(declared):
+    # an integration may name a compaction that turned out to append (or change nothing): it is no applied
+    # rewrite, so no compacted flag, no pass and no r_t sample diluting the literal-loss alert's mean
+    pipeline = Pipeline()
+    guard = ContextGuard("loop-growth", telemetry=pipeline.telemetry)
+    guard.observe([system("You are a careful agent."), user("look up ORD-12345")])
+    for text in ("ORD-12345 shipped.", "done"):
+        report = guard.check(guard.messages + [assistant(text)], kind=declared)
+        assert report.kind == "append" and report.decision == "patch", report.explain()
+    assert guard.check(guard.messages, kind=declared).kind == "append"  # nothing changed at all
+    assert guard.passes_used == 0
+    spans = pipeline.spans.get_finished_spans()
+    assert {s.attributes[semconv.MUTATION_KIND] for s in spans} == {"append"}
+    assert not any("gen_ai.conversation.compacted" in s.attributes for s in spans)
+    names = {m.name for rm in pipeline.reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics
+             for m in sm.metrics}
+    assert "ctxwatch.rewrite.literal_loss_rate" not in names and "ctxwatch.rewrite.pass_number" not in names

@@ -48,6 +48,7 @@ SCENARIO = textwrap.dedent("""
     "install,after,explicit",
     "install,explicit,after",
     "explicit,install,after",          # the provider passed explicitly, then made global
+    "before,explicit,install,after",   # ... while a guard made before any SDK follows the global one
 ])
 def test_every_guard_counts_on_the_installed_provider(order: str) -> None:
     out = subprocess.run([sys.executable, "-c", SCENARIO, order], capture_output=True, text=True, timeout=60,

@@ -57,6 +57,8 @@ class MutationTelemetry:
         self._tracer_provider = tracer_provider
         self._tracer: trace.Tracer = trace.NoOpTracer()
         self._instruments: Instruments | None = None
+        self._follows_global = meter_provider is None
+        self._global_seen = metrics.get_meter_provider()
         try:
             self._tracer = trace.get_tracer(semconv.INSTRUMENTATION_NAME, VERSION, tracer_provider,
                                             schema_url=self.names.schema_url)
@@ -74,7 +76,22 @@ class MutationTelemetry:
 
     def failure(self, stage: str, error: BaseException | str) -> None:
         """Count and log a telemetry error (also on the ``ctxwatch.telemetry.errors`` counter)."""
-        record_failure(stage, error, self._instruments.telemetry_errors if self._instruments else None)
+        instruments = self._current_instruments()
+        record_failure(stage, error, instruments.telemetry_errors if instruments else None)
+
+    def _current_instruments(self) -> Instruments | None:
+        """The instruments to record on. Following the global provider, they are looked up again once the
+        application has installed another one, so the counts land on the set its SDK reports (one set
+        per provider; see `metrics.instruments_for`)."""
+        if self._follows_global and self._instruments is not None:
+            current = metrics.get_meter_provider()
+            if current is not self._global_seen:
+                self._global_seen = current
+                try:
+                    self._instruments = instruments_for(None, VERSION, self.names.schema_url)
+                except Exception as exc:  # noqa: BLE001 - telemetry fails open; keep the set we had
+                    record_failure("end", exc, None)
+        return self._instruments
 
     @property
     def _traces(self) -> bool:
@@ -105,10 +122,11 @@ class MutationTelemetry:
             return
         if self._traces:
             handle.span = self._record_span(handle, report, violations, warnings)
-        if self._instruments is not None:
+        instruments = self._current_instruments()
+        if instruments is not None:
             try:
-                self._instruments.record(report, violations, warnings, report.agent or handle.agent,
-                                         handle.service, report.duration_s or perf_counter() - handle.started)
+                instruments.record(report, violations, warnings, report.agent or handle.agent, handle.service,
+                                   report.duration_s or perf_counter() - handle.started)
             except Exception as exc:  # noqa: BLE001
                 self.failure("end", exc)
 
