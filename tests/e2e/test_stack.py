@@ -137,7 +137,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             provider.add_span_processor(BatchSpanProcessor(target, schedule_delay_millis=100))
         fleet = Fleet(MutationTelemetry(tracer_provider=provider), CYCLES)
         spans = _drive(fleet, provider, [single.url, shard0.url, shard1.url], prom)
-        sharded = [{loop for loop in fleet.loops if shard_of(loop, 2) == i} for i in range(2)]
+        sharded = [{loop for loop in fleet.loops if shard_of(loop, REPLICAS) == i} for i in range(REPLICAS)]
         yield Stack(prom, receiver, fleet, spans, sharded)
     finally:
         provider.shutdown()
@@ -256,6 +256,17 @@ def test_every_rule_and_panel_expression_returns_data(stack: Stack) -> None:
 # alone differing by 3% between two scrape alignments (it shrinks as a series spans more of the 5m window).
 LEVEL_RULES = ("job_service_agent_state:ctxwatch_loops:sum", "job:ctxwatch_monitor_loops_tracked:sum")
 RATE_TOLERANCE = 0.10
+REPLICAS = 2  # of the sharded monitor
+
+
+def _first_events(rule: str) -> float:
+    """What a rule may differ by when a series appears with its first event: Prometheus has no sample
+    before it, so rate() cannot see that event, once per series — and sharding makes one series per
+    replica of what a single monitor keeps in one. For rare events (a histogram bucket of the few applied
+    rewrites losing under 15% of their literals) that event is a large share of the rate."""
+    if rule.endswith(":rate5m"):
+        return REPLICAS / 300  # one event per replica over the 5-minute window, per second
+    return 1e-9
 
 
 def _fleet_rules() -> list[str]:
@@ -289,4 +300,5 @@ def test_sharded_replicas_equal_a_single_monitor(stack: Stack) -> None:
             if rule in LEVEL_RULES:
                 assert sharded[key] == value, (rule, dict(key))
             else:
-                assert sharded[key] == pytest.approx(value, rel=RATE_TOLERANCE, abs=1e-9), (rule, dict(key))
+                assert sharded[key] == pytest.approx(value, rel=RATE_TOLERANCE, abs=_first_events(rule)), (
+                    rule, dict(key))
