@@ -41,14 +41,15 @@ def span_name(kind: str) -> str:
     return f"{SPAN_NAME_PREFIX} {kind}"
 
 
-# ctxwatch attributes (span). Set at span start (they are known before the checks run and samplers
-# may use them): loop id, kind, pass number and cap, service, agent, conversation.
+# ctxwatch attributes (span). Given by the caller when the attempt starts: loop id, kind, pass number
+# and cap, service, agent, conversation. (The span itself is started once the decision is known, with
+# these and the report's attributes together, so samplers see all of them.)
 LOOP_ID = "ctxwatch.loop.id"
 MUTATION_KIND = "ctxwatch.mutation.kind"
 PASS_NUMBER = "ctxwatch.pass.number"
 PASS_CAP = "ctxwatch.pass.cap"
 SERVICE_NAME = "ctxwatch.service.name"
-# Set when the guard's report arrives.
+# From the guard's report.
 DECISION = "ctxwatch.decision"
 HASH_DISTANCE = "ctxwatch.hash.distance"
 LITERALS_BEFORE = "ctxwatch.literals.before"

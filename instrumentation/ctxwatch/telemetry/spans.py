@@ -22,7 +22,7 @@ _REFUSED_WITH_ERROR = frozenset({"abort", "halt"})
 def start_attributes(names: semconv.GenAINames, *, loop_id: str | None, kind: str, pass_number: int,
                      pass_cap: int | None, agent: str | None, conversation_id: str | None,
                      service: str | None) -> dict[str, Any]:
-    """The attributes known before the checks run (set at span start, visible to samplers)."""
+    """The attributes the caller gives when the attempt starts (known before the checks run)."""
     attrs: dict[str, Any] = {semconv.MUTATION_KIND: kind, semconv.PASS_NUMBER: pass_number}
     if loop_id:
         attrs[semconv.LOOP_ID] = loop_id
