@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 SCHEMA_VERSION = "2"
@@ -63,22 +64,29 @@ class Database:
                 schema = str(int(schema) + 1)
             if schema != SCHEMA_VERSION:
                 raise StateFileError(f"state file {path!r} has schema {schema}, this monitor reads {SCHEMA_VERSION}")
-            if row is None or row[0] != schema:
+            if row is None:
                 self.conn.execute(_UPSERT_META, ("schema", schema))
         except sqlite3.Error as exc:
             raise StateFileError(f"state file {path!r} cannot be used: {exc}") from None
 
     def _migrate(self, schema: str) -> None:
         """Upgrade the file from `schema` to the next version in one transaction."""
-        self.conn.execute("BEGIN")
-        try:
+        with self._transaction() as conn:
             for statement in _MIGRATIONS[schema]:
-                self.conn.execute(statement)
-            self.conn.execute(_UPSERT_META, ("schema", str(int(schema) + 1)))
-            self.conn.execute("COMMIT")
+                conn.execute(statement)
+            conn.execute(_UPSERT_META, ("schema", str(int(schema) + 1)))
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN ... COMMIT around the block; rolled back (and re-raised) when it raises."""
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            yield conn
+            conn.execute("COMMIT")
         except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
 
     def load_loops(self) -> Iterator[dict[str, Any]]:
@@ -98,18 +106,11 @@ class Database:
     def write(self, loops: Iterable[tuple[Any, ...]], removed: Iterable[str],
               series: Iterable[tuple[str, tuple[str, ...], Any]], meta: dict[str, Any]) -> None:
         """Apply one batch's changes in one transaction (raises sqlite3.Error; rolled back then)."""
-        conn = self.conn
-        conn.execute("BEGIN")
-        try:
+        with self._transaction() as conn:
             conn.executemany(_UPSERT_LOOP, loops)
             conn.executemany("DELETE FROM loops WHERE loop_id=?", ((loop_id,) for loop_id in removed))
             conn.executemany(_UPSERT_SERIES, ((f, self._labels_json(k), json.dumps(v)) for f, k, v in series))
             conn.executemany(_UPSERT_META, ((k, json.dumps(v)) for k, v in meta.items()))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
 
     def _labels_json(self, labels: tuple[str, ...]) -> str:
         text = self._labels.get(labels)

@@ -91,12 +91,10 @@ class Instruments:
                 self.literal_loss_rate.record(report.literals_lost / report.literals_before, labels)
         if report.literals_lost:
             self.lost_literals.add(report.literals_lost, labels, key)
-        if report.orphans_tool_use or report.orphans_tool_result:
-            for side, count in zip(semconv.ORPHAN_SIDES, (report.orphans_tool_use, report.orphans_tool_result),
-                                   strict=True):
-                if count:
-                    self._add(self.orphaned_tool_parts, count,
-                              (kind, decision, agent, service, semconv.ORPHAN_SIDE, side))
+        for side, count in zip(semconv.ORPHAN_SIDES, (report.orphans_tool_use, report.orphans_tool_result),
+                               strict=True):
+            if count:
+                self._add(self.orphaned_tool_parts, count, (kind, decision, agent, service, semconv.ORPHAN_SIDE, side))
         if decision == "defer":
             self._add(self.deferrals, 1, (kind, None, agent, service, None, None))
         for inv in violations:
