@@ -28,13 +28,23 @@ class MonitorProcess:
         cmd = [sys.executable, "-m", "ctxwatch_monitor", "--host", "127.0.0.1", "--port", str(port),
                "--state", str(state), "--log-level", "warning"]
         try:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            # its own session: a terminal's Ctrl-C reaches the demo only, which keeps the monitor up for
+            # the partial summary and then stops it (close)
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                         start_new_session=True)
         except OSError as exc:
             raise MonitorUnavailable(f"cannot start the monitor: {exc}") from None
+        try:
+            self._await_ready(startup_timeout_s)
+        except BaseException:  # a failed start, or a signal while starting: never leave the child behind
+            self.close()
+            raise
+
+    def _await_ready(self, startup_timeout_s: float) -> None:
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if "listening on " not in line:
-            err = self.proc.stderr.read() if self.proc.stderr else ""
             self.proc.kill()
+            err = self.proc.stderr.read() if self.proc.stderr else ""
             last = (err.strip().splitlines() or [line.strip() or "no output"])[-1]
             hint = " (install ctxwatch[monitor])" if "No module named" in err else ""
             raise MonitorUnavailable(f"the monitor did not start: {last}{hint}")
@@ -43,18 +53,21 @@ class MonitorProcess:
         deadline = time.monotonic() + startup_timeout_s
         while not self.client.ready():
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.close()
                 raise MonitorUnavailable(f"the monitor at {self.url} never became ready")
             time.sleep(0.1)
 
-    def close(self) -> None:
+    def close(self, grace_s: float = 5.0) -> None:
+        """Stop the monitor (SIGTERM, then SIGKILL after `grace_s`), reap it and close its pipes."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 class MonitorClient:
