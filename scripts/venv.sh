@@ -13,7 +13,7 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 stamp=".venv/ctxwatch-installed/${CTXWATCH_EXTRAS//[^A-Za-z0-9_-]/_}"
-wanted="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+wanted="$(python3 -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' pyproject.toml)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   rm -f "$stamp"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
