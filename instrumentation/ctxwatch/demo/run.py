@@ -19,7 +19,6 @@ import json
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,13 +134,11 @@ def run_demo(options: DemoOptions) -> int:
     """Run the demo; the exit code is 0 when every family behaved as designed, 1 otherwise, 2 when the
     monitor cannot start, and 128 + the signal number when SIGINT or SIGTERM stopped it (after a partial
     summary, with the monitor stopped and the temp folder removed)."""
-    from ..otlp import build  # the SDK comes with ctxwatch[otlp]
-
     view = FleetView()
     with StopSignals() as stop, ExitStack() as cleanup:
         try:
             try:
-                return _run(options, view, cleanup, build)
+                return _run(options, view, cleanup)
             finally:
                 with stop.ignored():
                     view.stop()
@@ -153,19 +150,23 @@ def run_demo(options: DemoOptions) -> int:
             return exc.exit_code
 
 
-def _run(options: DemoOptions, view: FleetView, cleanup: ExitStack, build: Callable[..., Any]) -> int:
-    workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="ctxwatch-demo-"))
-    monitor: MonitorProcess | None = None
+def _destination(options: DemoOptions, cleanup: ExitStack) -> tuple[str, MonitorClient | None, bool]:
+    """(the OTLP endpoint, a client of the monitor there or None, whether the demo started that monitor).
+    A monitor the demo starts keeps its state in a temp folder; both are removed by `cleanup`."""
     if options.otlp is None:
+        workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="ctxwatch-demo-"))
         monitor = MonitorProcess(options.port, Path(workdir) / "monitor.sqlite")
         cleanup.callback(monitor.close)
-        endpoint = monitor.url
-        client: MonitorClient | None = monitor.client
-    else:
-        endpoint = options.otlp.rstrip("/")
-        client = MonitorClient(endpoint)
-        if not client.ready():
-            client = None  # a collector, not a monitor: no verdicts to read back
+        return monitor.url, monitor.client, True
+    endpoint = options.otlp.rstrip("/")
+    client = MonitorClient(endpoint)
+    return endpoint, client if client.ready() else None, False  # a collector has no verdicts to read back
+
+
+def _run(options: DemoOptions, view: FleetView, cleanup: ExitStack) -> int:
+    from ..otlp import build  # the SDK comes with ctxwatch[otlp]
+
+    endpoint, client, own_monitor = _destination(options, cleanup)
     pipeline = build(service_name="ctxwatch-demo", endpoint=endpoint, with_metrics=False, schedule_delay_s=0.5)
     cleanup.callback(pipeline.shutdown, SHUTDOWN_S)
     telemetry = MutationTelemetry(tracer_provider=pipeline.tracer_provider)
@@ -191,7 +192,7 @@ def _run(options: DemoOptions, view: FleetView, cleanup: ExitStack, build: Calla
             indent=2))
     if interrupted is not None:
         return interrupted.exit_code
-    if options.keep and monitor is not None:
+    if options.keep and own_monitor:
         view.note(f"the monitor keeps running at {endpoint} (live page: {endpoint}/) — Ctrl-C to stop")
         _wait_for_interrupt()
     if loops is None:
