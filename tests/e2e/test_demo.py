@@ -82,12 +82,13 @@ def _running(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.parametrize("signum, to_group", [(signal.SIGINT, True), (signal.SIGTERM, False)],
-                         ids=["ctrl-c-to-the-terminal-group", "sigterm-to-the-demo"])
+@pytest.mark.parametrize("signum, to_group", [(signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGHUP, True)],
+                         ids=["ctrl-c-to-the-terminal-group", "sigterm-to-the-demo", "hang-up-to-the-terminal-group"])
 def test_a_stopped_demo_prints_a_partial_summary_stops_its_monitor_and_removes_its_temp_folder(
         tmp_path, signum, to_group):
-    """Ctrl-C in a terminal signals the whole foreground process group (here: a session of its own);
-    `kill` and `docker stop` send SIGTERM to the demo alone. Either way nothing may be left behind."""
+    """Ctrl-C in a terminal, and closing the terminal (SIGHUP), signal the whole foreground process group
+    (here: a session of its own); `kill` and `docker stop` send SIGTERM to the demo alone. Either way
+    nothing may be left behind."""
     temp, summary = tmp_path / "tmp", tmp_path / "summary.json"
     temp.mkdir()
     env = {**os.environ, "TMPDIR": str(temp), "PYTHONUNBUFFERED": "1"}

@@ -31,8 +31,8 @@ class MonitorProcess:
                "--state", str(state), "--log-level", "warning"]
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
         try:
-            # its own session: a terminal's Ctrl-C reaches the demo only, which keeps the monitor up for
-            # the partial summary and then stops it (close)
+            # its own session: a terminal's Ctrl-C (or hang-up) reaches the demo only, which keeps the
+            # monitor up for the partial summary and then stops it (close)
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
                                          start_new_session=True)
         except OSError as exc:

@@ -141,8 +141,8 @@ def run_demo(options: DemoOptions) -> int:
                 return _run(options, view, cleanup)
             finally:
                 with stop.ignored():
-                    view.stop()
-                    cleanup.close()  # the pipeline's bounded shutdown, the monitor, then the temp folder
+                    cleanup.callback(view.stop)  # first; a failing one (a closed terminal) skips no other
+                    cleanup.close()  # then the pipeline's bounded shutdown, the monitor, the temp folder
         except MonitorUnavailable as exc:
             view.note(f"ctxwatch demo: {exc}")
             return 2

@@ -1,7 +1,8 @@
-"""How `ctxwatch demo` stops: SIGINT (Ctrl-C) and SIGTERM (`kill`, `docker stop`) become one exception.
+"""How `ctxwatch demo` stops: SIGINT (Ctrl-C), SIGTERM (`kill`, `docker stop`) and SIGHUP (its
+terminal closed) become one exception.
 
-Python's default SIGTERM ends the process at once, skipping every `finally`, which left the demo's
-monitor running on its port and its temp folder behind. Inside `StopSignals` both signals raise
+Python's default SIGTERM and SIGHUP end the process at once, skipping every `finally`, which left the
+demo's monitor running on its port and its temp folder behind. Inside `StopSignals` these signals raise
 `Interrupted` in the main thread instead, so the demo unwinds: it prints what it has (a partial
 summary), then stops its children and removes its files. While it cleans up (`ignored()`) further
 signals are ignored, so a second Ctrl-C cannot leave a half-stopped child; the clean-up itself is
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -32,7 +33,7 @@ def _raise(signum: int, _frame: FrameType | None) -> None:
 
 
 class StopSignals:
-    """While entered, SIGINT and SIGTERM raise `Interrupted`; the previous handlers come back on exit."""
+    """While entered, the stop signals raise `Interrupted`; the previous handlers come back on exit."""
 
     def __enter__(self) -> StopSignals:
         self._previous = {sig: signal.signal(sig, _raise) for sig in STOP_SIGNALS}
@@ -44,7 +45,7 @@ class StopSignals:
 
     @contextmanager
     def ignored(self) -> Iterator[None]:
-        """Ignore both signals for the duration (the bounded clean-up), then raise on them again."""
+        """Ignore the stop signals for the duration (the bounded clean-up), then raise on them again."""
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         try:
