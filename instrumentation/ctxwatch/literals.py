@@ -3,6 +3,20 @@
 IDs, hashes, paths, URLs, error codes and user-registered patterns are extracted per message,
 case-sensitively, and cached by message digest, so a rewrite's literal-set diff costs only the
 messages it changed. Literal *values* never leave the process through telemetry; only counts do.
+
+Two rules shape what a literal is (measured on the corpus, docs/alarm.md "Literals"):
+
+- A value with fewer than two letters or digits is never a literal (``' '``, ``' → '``, ``'/'``,
+  ``'/a'``): it is punctuation or white space, nothing a consumer matches exactly.
+- A literal nested in a longer one is kept as itself when the longer one is a *container* — a
+  path, a URL or a code span — so a UUID inside a path survives a summary that keeps the UUID but
+  not the path. Inside an *atomic* literal (a UUID, a hash, a ticket, a tool id...) the pieces are
+  not literals of their own (a UUID's hex groups are not hashes).
+
+`downstream(message)` is the subset the contraction alarm counts (`ctxwatch.cycles`): literals of
+the message's text and tool-call arguments, not of its tool results — what the user, the system
+prompt, the plan and the agent itself put in the context, rather than tool output that nothing
+downstream used again.
 """
 
 from __future__ import annotations
@@ -12,7 +26,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .model import Message
+from .model import Message, ToolResult, part_text
 
 # errno names (ENOENT, ECONNRESET...): a capitalised word starting with E is not an error code by itself
 _ERRNO = ("2BIG|ACCES|ADDRINUSE|ADDRNOTAVAIL|AGAIN|ALREADY|BADF|BUSY|CANCELED|CHILD|CONNABORTED|CONNREFUSED|"
@@ -53,7 +67,22 @@ _TOKEN_LOCAL = frozenset({"ticket", "hex", "hex_prefixed", "uuid", "url", "abs_p
                           "error_code", "tool_id", "number"})
 _CANDIDATE = re.compile(r"(?<!\S)(?=\S*?[0-9/_:-]|[^\sA-Z]*[A-Z][^\sA-Z]*[A-Z])\S+")
 
+# patterns whose matches hold other literals as parts (their nested matches are literals too)
+CONTAINER_PATTERNS = frozenset({"url", "abs_path", "rel_path", "win_path", "code_span"})
+_MIN_ALNUM = 2
+
 _CACHE_LIMIT = 200_000
+
+
+def _substantial(value: str) -> bool:
+    """At least two letters or digits: not punctuation or white space."""
+    count = 0
+    for c in value:
+        if c.isalnum():
+            count += 1
+            if count >= _MIN_ALNUM:
+                return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -101,48 +130,70 @@ class LiteralRegistry:
         self._cache.clear()
 
     def extract(self, text: str) -> frozenset[str]:
-        """Every literal in `text`, case-sensitive; a match inside a longer match is not counted
-        on its own (a UUID is one literal, not also its hex groups)."""
-        spans: list[tuple[int, int, str]] = []
+        """Every literal in `text`, case-sensitive; a match inside a longer *atomic* match is not
+        counted on its own (a UUID is one literal, not also its hex groups), a match inside a
+        container (a path, URL or code span) is; values without two letters or digits never are."""
+        spans: list[tuple[int, int, bool, str]] = []
         candidates = _Candidates(text) if self._token_local else None
         for name, pattern in self._patterns.items():
             need = self._needs.get(name)
             if need is not None and not any(n in text for n in need):
                 continue
             group = 1 if pattern.groups else 0
+            container = name in CONTAINER_PATTERNS
             if candidates is not None and name in self._token_local:
-                spans.extend(candidates.search(pattern))
+                spans.extend((start, neg_end, container, value) for start, neg_end, value in candidates.search(pattern))
                 continue
             for m in pattern.finditer(text):
                 if m.group(group):
-                    spans.append((m.start(group), -m.end(group), m.group(group)))
+                    spans.append((m.start(group), -m.end(group), container, m.group(group)))
         spans.sort()
         found: set[str] = set()
-        reach = -1
-        for start, neg_end, value in spans:
+        reach = -1  # end of the furthest-reaching atomic match so far
+        for start, neg_end, container, value in spans:
             if -neg_end <= reach and start < reach:
-                continue  # inside an earlier, longer match
-            found.add(value)
-            reach = max(reach, -neg_end)
+                continue  # inside an earlier, longer atomic match
+            if _substantial(value):
+                found.add(value)
+            if not container:
+                reach = max(reach, -neg_end)
         if self._exact:
             found.update(lit for lit in self._exact if lit in text)
         return frozenset(found)
 
     def of(self, message: Message) -> frozenset[str]:
         """The literals of one message, computed once per distinct message content."""
-        key = message.digest
-        cached = self._cache.get(key)
-        if cached is None:
-            if len(self._cache) >= self._cache_limit:
-                for stale in list(self._cache)[: self._cache_limit // 2]:
-                    del self._cache[stale]
-            cached = self._cache[key] = self.extract(message.text)
-        return cached
+        cached = self._cache.get(message.digest)
+        return cached if cached is not None else self._remember(message.digest, message.text)
 
     def of_all(self, messages: Iterable[Message]) -> set[str]:
         out: set[str] = set()
         for m in messages:
             out |= self.of(m)
+        return out
+
+    def downstream(self, message: Message) -> frozenset[str]:
+        """The literals of the message's text and tool-call arguments (not of its tool results)."""
+        if not message.result_ids:
+            return self.of(message)  # nothing to leave out: the same set, from the same cache
+        key = ~message.digest  # a key no message digest (>= 0) uses
+        cached = self._cache.get(key)
+        if cached is None:
+            text = "\n".join(t for t in (part_text(p) for p in message.parts if type(p) is not ToolResult) if t)
+            cached = self._remember(key, text)
+        return cached
+
+    def _remember(self, key: int, text: str) -> frozenset[str]:
+        if len(self._cache) >= self._cache_limit:
+            for stale in list(self._cache)[: self._cache_limit // 2]:
+                del self._cache[stale]
+        found = self._cache[key] = self.extract(text)
+        return found
+
+    def downstream_of_all(self, messages: Iterable[Message]) -> set[str]:
+        out: set[str] = set()
+        for m in messages:
+            out |= self.downstream(m)
         return out
 
 

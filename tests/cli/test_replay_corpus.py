@@ -70,7 +70,7 @@ def test_claude_code_compaction_at_its_boundary_literals_lost_and_no_orphan(corp
     summary = json.loads(lines[714])["message"]["content"]
     after = registry.extract(summary if isinstance(summary, str) else "\n".join(strings(summary)))
     lost = set(m["literals"]["lost_values"])
-    assert len(lost) == m["literals"]["lost"] > 100
+    assert len(lost) == m["literals"]["lost"] > 50  # downstream literals only (docs/alarm.md, "Literals")
     assert lost <= before, sorted(lost - before)[:5]
     assert not lost & after
     assert 0 < m["literals"]["before"] - m["literals"]["lost"] <= len(after)  # what was kept is in the summary

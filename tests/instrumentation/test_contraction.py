@@ -28,10 +28,10 @@ def test_record_003_instruction_absorption_is_caught_within_two_cycles_of_onset(
     delays = []
     for seed in range(10):
         loop = absorption_loop(seed)
-        verdicts = [v for _, v in judge((c.pre, c.post) for c in loop.cycles)]
-        entered = next(v.cycle for v in verdicts if v.entered)
+        judged = judge((c.pre, c.post) for c in loop.cycles)
+        entered = next(j.t for j in judged if j.verdict.entered)
         delays.append(entered - loop.onset)
-        assert all(v.state == "healthy" for v in verdicts[: loop.onset - 1]), seed
+        assert all(j.verdict.state == "healthy" for j in judged if j.t < loop.onset), seed
     assert all(delay >= 0 for delay in delays), delays
     assert sum(delay <= 2 for delay in delays) >= 9, delays
 
@@ -40,7 +40,7 @@ def test_record_003_instruction_absorption_is_caught_within_two_cycles_of_onset(
 def test_healthy_loops_never_alarm(make):
     for seed in range(5):
         loop = make(seed)
-        assert all(v.state == "healthy" for _, v in judge((c.pre, c.post) for c in loop.cycles)), seed
+        assert all(j.verdict.state == "healthy" for j in judge((c.pre, c.post) for c in loop.cycles)), seed
 
 
 def test_one_evidence_cycle_does_not_enter_and_two_do_with_the_onset_at_the_first():

@@ -8,21 +8,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwatch import LiteralRegistry, Message
-from ctxwatch.literals import DEFAULT_PATTERNS
+from ctxwatch.literals import CONTAINER_PATTERNS, DEFAULT_PATTERNS
 
 
 def reference_extract(text: str) -> frozenset[str]:
-    """Every default pattern over the whole text, matches inside longer matches dropped."""
+    """Every default pattern over the whole text; matches inside longer atomic matches dropped,
+    matches inside containers kept; values with fewer than two letters or digits dropped."""
     spans = []
-    for pattern in map(re.compile, DEFAULT_PATTERNS.values()):
+    for name, pattern in DEFAULT_PATTERNS.items():
+        pattern = re.compile(pattern)
         g = 1 if pattern.groups else 0
-        spans += [(m.start(g), -m.end(g), m.group(g)) for m in pattern.finditer(text) if m.group(g)]
+        spans += [(m.start(g), -m.end(g), name in CONTAINER_PATTERNS, m.group(g))
+                  for m in pattern.finditer(text) if m.group(g)]
     found, reach = set(), -1
-    for start, neg_end, value in sorted(spans):
+    for start, neg_end, container, value in sorted(spans):
         if -neg_end <= reach and start < reach:
             continue
-        found.add(value)
-        reach = max(reach, -neg_end)
+        if sum(c.isalnum() for c in value) >= 2:
+            found.add(value)
+        if not container:
+            reach = max(reach, -neg_end)
     return frozenset(found)
 
 
