@@ -154,7 +154,7 @@ def explain_cycles(verdicts: Sequence[CycleVerdict], config: DetectorConfig) -> 
         return f"CONTRACTING from cycle {entered[0].cycle} (onset {entered[0].onset})"
     evidence = sum(v.evidence for v in verdicts)
     reasons = []
-    for label, key in (("d not shrinking", "shrinking"), ("no literal lost / too few literals", "losing"),
+    for label, key in (("d not converging", "shrinking"), ("no literal lost / too few literals", "losing"),
                        ("d >= r", "below")):
         failed = sum(not getattr(v, key) for v in verdicts)
         if failed:
