@@ -75,3 +75,24 @@ def test_user_patterns_and_exact_literals():
 def test_shouting_is_not_an_error_code_but_errno_names_hex_and_windows_paths_are_literals():
     text = r"Error EVERYONE must READ the EXAMPLE; got ENOENT at 0xdeadbeef1 in C:\Users\bob\file.txt"
     assert LiteralRegistry().extract(text) == {"ENOENT", "0xdeadbeef1", r"C:\Users\bob\file.txt"}
+
+
+def test_a_literal_nested_in_a_path_is_a_literal_of_its_own():
+    uuid = "550e8400-e29b-41d4-a716-446655440000"
+    found = LiteralRegistry().extract(f"wrote /var/runs/{uuid}/out.json and ticket OPS-4411")
+    assert {f"/var/runs/{uuid}/out.json", uuid, "OPS-4411"} <= found
+    assert "550e8400" not in found  # a UUID's groups are not hashes of their own
+
+
+def test_white_space_and_punctuation_are_never_literals():
+    found = LiteralRegistry().extract("use ` ` then ` → ` and `/` or n /a; keep `config_path`")
+    assert found == {"config_path"}
+
+
+def test_downstream_literals_leave_out_tool_output_but_keep_the_call_arguments():
+    from ctxwatch.model import ToolCall, ToolResult
+    reg = LiteralRegistry()
+    call = Message("assistant", [ToolCall("call_1", "read", '{"path": "/srv/app/main.py"}')])
+    result = Message("tool", [ToolResult("call_1", "deadbeef12 at /srv/app/main.py line 3")])
+    assert "/srv/app/main.py" in reg.downstream(call)
+    assert reg.downstream(result) == frozenset() and "deadbeef12" in reg.of(result)
