@@ -14,7 +14,8 @@ regime's three conditions hold:
 
 All three bound d_t from above, so one number says how far a cycle is from being evidence: its
 *margin* ``d_t − threshold``, where the threshold is the smallest of ``converge_max``, the
-jump bound and ``r_t`` (a cycle that loses nothing is no evidence at any d). Why these
+jump bound and ``r_t`` (a cycle that loses nothing, or a first cycle, is no evidence at any d;
+for a first cycle the threshold leaves the jump bound out, saying how close it would be). Why these
 conditions: a compaction that replaces a history by a fresh summary (Claude Code, Codex) has
 d 0.83-0.97: consecutive buffers are not alike, whatever it loses, and repeating it changes
 nothing about that (the old "within 25% of the recent peak" test let such a flat series count);
@@ -63,7 +64,7 @@ class DetectorConfig:
     enter_cycles: int = 2
     exit_cycles: int = 2
     window: int = 4
-    converge_max: float = 0.65
+    converge_max: float = 0.6
     rise_max: float = 0.1
     min_literals: int = 1
     min_lost: int = 1
@@ -99,11 +100,13 @@ class CycleVerdict:
     entered: bool = False
     left: bool = False
     threshold: float = 0.0
+    first: bool = False
 
     @property
     def margin(self) -> float | None:
-        """How far d_t is above the evidence threshold (None when nothing was lost: no d would do)."""
-        return self.d - self.threshold if self.losing else None
+        """How far d_t is above the evidence threshold: None when no d would make the cycle evidence
+        (nothing was lost, or a first cycle, which has no trend to judge)."""
+        return self.d - self.threshold if self.losing and not self.first else None
 
     @property
     def evidence(self) -> bool:
@@ -172,7 +175,7 @@ class ContractionDetector:
         _check_figures(d, literals_before, literals_lost)
         cfg, s = self.config, self._s
         r = literals_lost / literals_before if literals_before else 0.0
-        jump_bound = max(s.recent) + cfg.rise_max if s.recent else 0.0
+        jump_bound = max(s.recent) + cfg.rise_max if s.recent else math.inf
         shrinking = bool(s.recent) and d <= min(cfg.converge_max, jump_bound)
         losing = literals_lost >= cfg.min_lost and literals_before >= cfg.min_literals
         below = d < r
@@ -196,7 +199,7 @@ class ContractionDetector:
         recent = (s.recent + [d])[-cfg.window:]
         new = _State(state, cycle, streak, onset, recent, s.lost_total + literals_lost, run_start)
         verdict = CycleVerdict(cycle, state, d, r, literals_before, literals_lost, shrinking, losing, below,
-                               streak, onset, entered, left, threshold)
+                               streak, onset, entered, left, threshold, not s.recent)
         return new, verdict
 
     # --- persistence -------------------------------------------------------------------------

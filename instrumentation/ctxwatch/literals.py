@@ -13,6 +13,13 @@ Two rules shape what a literal is (measured on the corpus, docs/alarm.md "Litera
   not the path. Inside an *atomic* literal (a UUID, a hash, a ticket, a tool id...) the pieces are
   not literals of their own (a UUID's hex groups are not hashes).
 
+Tool-call arguments are read as the values of their JSON document, not as its text. Measured on
+the corpus's 1,843 tool calls (Claude Code, Codex, OpenHands, SWE-agent): the keys hold no literal
+in any format, and scanning the JSON text instead of its values hides 52 literals (glued to their
+neighbours by escapes such as a newline written as backslash-n) and invents 8 (a URL with the
+backslash of an escaped quote at its end). Arguments that are not JSON (Codex's free-form tool
+input, 365 calls) are read as text.
+
 `downstream(message)` is the subset the contraction alarm counts (`ctxwatch.cycles`): literals of
 the message's text and tool-call arguments, not of its tool results — what the user, the system
 prompt, the plan and the agent itself put in the context, rather than tool output that nothing
@@ -21,12 +28,13 @@ downstream used again.
 
 from __future__ import annotations
 
+import json
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .model import Message, ToolResult, part_text
+from .model import Message, ToolCall, ToolResult, part_text
 
 # errno names (ENOENT, ECONNRESET...): a capitalised word starting with E is not an error code by itself
 _ERRNO = ("2BIG|ACCES|ADDRINUSE|ADDRNOTAVAIL|AGAIN|ALREADY|BADF|BUSY|CANCELED|CHILD|CONNABORTED|CONNREFUSED|"
@@ -72,6 +80,39 @@ CONTAINER_PATTERNS = frozenset({"url", "abs_path", "rel_path", "win_path", "code
 _MIN_ALNUM = 2
 
 _CACHE_LIMIT = 200_000
+
+
+def _argument_values(arguments: str) -> list[str]:
+    """The scalar values of a tool call's JSON arguments (the text itself when it is not JSON)."""
+    try:
+        document = json.loads(arguments)
+    except ValueError:
+        return [arguments]
+    values, stack = [], [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str):
+            values.append(node)
+        elif node is not None:
+            values.append(json.dumps(node))
+    return values
+
+
+def literal_text(message: Message, *, tool_output: bool = True) -> str:
+    """The text literals are read from: text parts, tool names and argument values, and (with
+    `tool_output`) tool results."""
+    pieces: list[str] = []
+    for part in message.parts:
+        if type(part) is ToolCall:
+            pieces.append(part.name)
+            pieces.extend(_argument_values(part.arguments))
+        elif type(part) is not ToolResult or tool_output:
+            pieces.append(part_text(part))
+    return "\n".join(p for p in pieces if p)
 
 
 def _substantial(value: str) -> bool:
@@ -164,7 +205,9 @@ class LiteralRegistry:
     def of(self, message: Message) -> frozenset[str]:
         """The literals of one message, computed once per distinct message content."""
         cached = self._cache.get(message.digest)
-        return cached if cached is not None else self._remember(message.digest, message.text)
+        if cached is None:
+            cached = self._remember(message.digest, literal_text(message) if message.tool_calls else message.text)
+        return cached
 
     def of_all(self, messages: Iterable[Message]) -> set[str]:
         out: set[str] = set()
@@ -178,10 +221,7 @@ class LiteralRegistry:
             return self.of(message)  # nothing to leave out: the same set, from the same cache
         key = ~message.digest  # a key no message digest (>= 0) uses
         cached = self._cache.get(key)
-        if cached is None:
-            text = "\n".join(t for t in (part_text(p) for p in message.parts if type(p) is not ToolResult) if t)
-            cached = self._remember(key, text)
-        return cached
+        return cached if cached is not None else self._remember(key, literal_text(message, tool_output=False))
 
     def _remember(self, key: int, text: str) -> frozenset[str]:
         if len(self._cache) >= self._cache_limit:

@@ -18,6 +18,7 @@ from ctxwatch.simulate.loops import (
     converging_loop,
     folding_loop,
     replacing_loop,
+    task_keeping_replacing_loop,
 )
 from ctxwatch.simulate.meter import entered_at, judge
 
@@ -58,7 +59,7 @@ def test_a_converging_summary_chain_alarms_within_two_cycles_of_its_onset_and_ne
     assert all(0 <= d <= 2 for d in delays), delays
 
 
-@pytest.mark.parametrize("make", [replacing_loop, chain_loop, folding_loop])
+@pytest.mark.parametrize("make", [replacing_loop, task_keeping_replacing_loop, chain_loop, folding_loop])
 def test_full_replacement_literal_keeping_chains_and_naive_folding_never_alarm(make):
     for seed in range(12):
         loop = make(1000 + seed)

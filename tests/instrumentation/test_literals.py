@@ -1,6 +1,7 @@
 """The literal registry (record 003): patterns, containment, user patterns, and that scanning only
 the candidate tokens finds exactly what scanning the whole text finds."""
 
+import json
 import re
 
 import pytest
@@ -96,3 +97,14 @@ def test_downstream_literals_leave_out_tool_output_but_keep_the_call_arguments()
     result = Message("tool", [ToolResult("call_1", "deadbeef12 at /srv/app/main.py line 3")])
     assert "/srv/app/main.py" in reg.downstream(call)
     assert reg.downstream(result) == frozenset() and "deadbeef12" in reg.of(result)
+
+
+def test_tool_arguments_are_read_as_json_values_not_as_escaped_text():
+    """A literal glued to a JSON escape is still found; a URL is not taken with an escape's backslash."""
+    from ctxwatch.model import ToolCall
+    args = json.dumps({"command": "cat /srv/app/main.py\ncurl https://api.example.com", "note": 'see "OPS-4411"'})
+    found = LiteralRegistry().of(Message("assistant", [ToolCall("call_1", "bash", args)]))
+    assert {"/srv/app/main.py", "https://api.example.com", "OPS-4411"} <= found
+    assert not any(lit.endswith("\\") or lit.endswith("\\n") for lit in found), found
+    free_form = LiteralRegistry().of(Message("assistant", [ToolCall("call_2", "apply_patch", "*** /srv/x.py")]))
+    assert "/srv/x.py" in free_form

@@ -12,7 +12,8 @@ Families:
   summarizing    literal-preserving extractive summarization over a word budget (healthy)
   absorption     summarizing until the onset, then instruction absorption (contracting)
   replacing      the whole history replaced by a fresh summary once it outgrows a budget (healthy;
-                 the shape of Claude Code's and Codex's compaction)
+                 the shape of Claude Code's compaction); `keep_task` keeps the user's task
+                 verbatim besides the summary (the shape of Codex's)
   chain          summary of the previous summary and the new turns, every cycle, literals kept (healthy)
   folding        every few cycles the oldest 60% folded into a summary without any of its literals,
                  the rest kept, new work arriving (healthy: lossy but not converging)
@@ -47,6 +48,7 @@ from .rewriters import (
     InstructionAbsorbingRewriter,
     ParaphrasingRewriter,
     SalienceReranker,
+    TaskKeeping,
 )
 from .text import TextGen
 
@@ -178,14 +180,21 @@ def paraphrasing_loop(seed: int, cycles: int = 8, rate: float = 0.3) -> Syntheti
     return run_loop("paraphrasing", seed, lambda t: paraphraser, cycles=cycles, params={"rate": rate})
 
 
-def replacing_loop(seed: int, cycles: int = 24) -> SyntheticLoop:
+def replacing_loop(seed: int, cycles: int = 24, *, keep_task: bool = False) -> SyntheticLoop:
     """Healthy: once the history outgrows a budget, all of it is replaced by a digest of the whole
-    (no literal carried over on purpose), as Claude Code and Codex compact."""
+    (no literal carried over on purpose), as Claude Code compacts; with `keep_task` the user's task
+    stays verbatim besides the digest, as Codex compacts."""
     rng = random.Random(seed)
     ratio, budget = round(rng.uniform(0.1, 0.3), 2), rng.choice((900, 1200, 1500))
-    compactor = DigestSummarizer(ratio, budget=budget, keep_last=0)
-    return run_loop("replacing", seed, lambda t: compactor, cycles=cycles, turns_per_cycle=3,
-                    params={"ratio": ratio, "budget": budget})
+    digest = DigestSummarizer(ratio, budget=budget, keep_last=0)
+    compactor = TaskKeeping(digest) if keep_task else digest
+    return run_loop("replacing, task kept" if keep_task else "replacing", seed, lambda t: compactor,
+                    cycles=cycles, turns_per_cycle=3, params={"ratio": ratio, "budget": budget})
+
+
+def task_keeping_replacing_loop(seed: int, cycles: int = 24) -> SyntheticLoop:
+    """`replacing_loop` with the user's task kept verbatim (Codex's shape)."""
+    return replacing_loop(seed, cycles, keep_task=True)
 
 
 def chain_loop(seed: int, cycles: int = 12) -> SyntheticLoop:
@@ -223,6 +232,7 @@ HEALTHY_FAMILIES: dict[str, Callable[[int], SyntheticLoop]] = {
     "sliding": sliding_loop,
     "summarizing": summarizing_loop,
     "replacing": replacing_loop,
+    "replacing, task kept": task_keeping_replacing_loop,
     "chain": chain_loop,
     "folding": folding_loop,
 }

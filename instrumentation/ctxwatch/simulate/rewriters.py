@@ -14,6 +14,7 @@ way a model-driven compactor would, and each reproduces one behaviour of record 
   absorption, converging on a directive-only fixed point).
 - `ParaphrasingRewriter` replaces protected literals by prose ("the config file we found"):
   sentinel drift. `last_paraphrased` tells what it replaced in its latest call.
+- `TaskKeeping` keeps the user's task verbatim around any other rewrite (Codex's compaction).
 - `FoldingSummarizer` folds the oldest share of the history into a short summary with every
   literal of what it folds removed, keeping the rest verbatim (a naive sliding summarizer).
 - `ConvergingSummarizer` rewrites the whole history into one summary that keeps the previous
@@ -28,7 +29,7 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..literals import LiteralRegistry
 from ..model import Message
@@ -257,6 +258,26 @@ class DigestSummarizer(ExtractiveSummarizer):
     def select(self, pool: Sequence[str], ratio: float, always: Sequence[int] = ()) -> list[int]:
         n_keep = max(1, round(len(pool) * ratio)) if pool else 0
         return sorted({round(i * len(pool) / n_keep) for i in range(n_keep)} | set(always))
+
+
+class TaskKeeping:
+    """Wraps a rewrite so that the user's first message (the task) is kept verbatim after the system
+    messages and out of what the rewrite sees, as Codex keeps the user's messages in its
+    replacement history."""
+
+    def __init__(self, rewrite: Callable[[Sequence[Message]], Sequence[Message]]) -> None:
+        self.rewrite = rewrite
+
+    def __call__(self, messages: Sequence[Message]) -> list[Message]:
+        task = next((i for i, m in enumerate(messages) if m.role == "user"), None)
+        if task is None:
+            return list(self.rewrite(messages))
+        rest = [*messages[:task], *messages[task + 1:]]
+        out = list(self.rewrite(rest))
+        if out == rest:
+            return list(messages)
+        system, payload = _split_system(out)
+        return [*system, messages[task], *payload]
 
 
 class ConvergingSummarizer:
