@@ -210,10 +210,7 @@ class LiteralRegistry:
         return cached
 
     def of_all(self, messages: Iterable[Message]) -> set[str]:
-        out: set[str] = set()
-        for m in messages:
-            out |= self.of(m)
-        return out
+        return set().union(*map(self.of, messages))
 
     def downstream(self, message: Message) -> frozenset[str]:
         """The literals of the message's text and tool-call arguments (not of its tool results)."""
@@ -231,10 +228,7 @@ class LiteralRegistry:
         return found
 
     def downstream_of_all(self, messages: Iterable[Message]) -> set[str]:
-        out: set[str] = set()
-        for m in messages:
-            out |= self.downstream(m)
-        return out
+        return set().union(*map(self.downstream, messages))
 
 
 class _Candidates:
