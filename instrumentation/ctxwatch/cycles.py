@@ -22,7 +22,8 @@ neither does `CycleMeter.cycle`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .diff import Change
@@ -49,13 +50,19 @@ class CycleFigures:
 
 
 def measure_cycle(change: Change, fp_before: BufferFingerprint, last_rewrite: BufferFingerprint | None,
-                  registry: LiteralRegistry) -> CycleFigures:
+                  registry: LiteralRegistry, counts: Mapping[str, int]) -> CycleFigures:
     """The figures of the rewrite `change` (P_t = ``change.before``, Q_t = ``change.after``), given the
-    fingerprint of P_t and that of the buffer after the previous applied rewrite (None: first cycle)."""
+    fingerprint of P_t, that of the buffer after the previous applied rewrite (None: first cycle) and
+    `counts`, how many messages of P_t hold each of its literals (so the loss costs the change's size)."""
     fp_after = fp_before.updated(change.removed_messages, change.added_messages)
     d = distance(last_rewrite if last_rewrite is not None else fp_before, fp_after)
     downstream = registry.downstream_of_all(change.before.messages)
-    lost = frozenset(downstream - registry.of_all(change.after)) if downstream else frozenset()
+    removed: Counter[str] = Counter()
+    for m in change.removed_messages:
+        removed.update(registry.of(m))
+    added = registry.of_all(change.added_messages)
+    lost = frozenset(lit for lit in registry.downstream_of_all(change.removed_messages)
+                     if counts.get(lit, 0) <= removed[lit] and lit not in added)
     return CycleFigures(d, len(downstream), len(lost), lost, fp_after)
 
 
@@ -79,7 +86,9 @@ class CycleMeter:
         return None if change.is_append_only else self._measure(change)
 
     def _measure(self, change: Change) -> CycleFigures:
-        fp_pre = self.fingerprinter.buffer(change.before.messages, base=self._last)
-        figures = measure_cycle(change, fp_pre, self._last, self.registry)
+        pre = change.before.messages
+        fp_pre = self.fingerprinter.buffer(pre, base=self._last)
+        counts = Counter(lit for m in pre for lit in self.registry.of(m))
+        figures = measure_cycle(change, fp_pre, self._last, self.registry, counts)
         self._last = figures.fp_after
         return figures

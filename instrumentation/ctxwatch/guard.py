@@ -448,7 +448,7 @@ class ContextGuard:
         return found
 
     def _check_contraction(self, change: Change, figures: dict[str, Any]) -> list[Finding]:
-        cycle = measure_cycle(change, self._fp, self._fp_last_rewrite, self.literals)  # the one measurement
+        cycle = measure_cycle(change, self._fp, self._fp_last_rewrite, self.literals, self._literal_counts)
         figures.update(d=cycle.d, fp_after=cycle.fp_after, literals_before=cycle.literals_before, lost=cycle.lost)
         verdict = self.detector.update(cycle.d, cycle.literals_before, cycle.literals_lost)
         if verdict.state != "contracting":
