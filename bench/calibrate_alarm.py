@@ -15,7 +15,12 @@ are no cycle; r_t counts downstream literals), so the tables describe what a use
    one rewrite cycle): per cycle d, r, the three conditions and the margin to the evidence
    condition; the verdict with its reason; and the verdict when the session is extended by
    repeating its last cycle five more times.
-4. The targets of issue 14, each with PASS or FAIL.
+4. A sweep of `converge_max`, the threshold that trades early detection of slowly compounding
+   loops against false alarms on full-replacement compaction.
+5. The targets of issue 14, each with PASS or FAIL.
+
+Each loop is measured once (`ctxwatch.cycles.CycleMeter.cycle`, the guard's measurement); every
+configuration's detector is then fed the same figures.
 
     .venv/bin/python bench/calibrate_alarm.py [--loops 120] [--healthy 60] [--corpus DIR]
 """
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctxwatch.contraction import ContractionDetector, CycleVerdict, DetectorConfig
+from ctxwatch.cycles import CycleMeter
 from ctxwatch.replay import audit_session
 from ctxwatch.simulate.loops import (
     CONTRACTING_FAMILIES,
@@ -39,7 +45,6 @@ from ctxwatch.simulate.loops import (
     paraphrasing_loop,
     reranking_loop,
 )
-from ctxwatch.simulate.meter import entered_at, judge
 
 # as tests/conftest.py finds it: CTXWATCH_CORPUS, ../shared/corpus beside the checkout, the workplace's
 DEFAULT_CORPUS = next((Path(p) for p in (os.environ.get("CTXWATCH_CORPUS"),
@@ -61,18 +66,51 @@ class Targets:
         self.lines.append((label, met))
 
 
-def _pairs(loop: SyntheticLoop) -> list[tuple[tuple, tuple]]:
-    return [(c.pre, c.post) for c in loop.cycles]
+@dataclass(frozen=True)
+class Measured:
+    """A synthetic loop's rewrite cycles as the guard measures them: (t, d, literals before, lost)."""
+
+    loop: SyntheticLoop
+    cycles: tuple[tuple[int, float, int, int], ...]
+
+    @classmethod
+    def of(cls, loop: SyntheticLoop) -> Measured:
+        meter, out = CycleMeter(), []
+        for c in loop.cycles:
+            figures = meter.cycle(c.pre, c.post)
+            if figures is not None:
+                out.append((c.t, figures.d, figures.literals_before, figures.literals_lost))
+        return cls(loop, tuple(out))
+
+    def verdicts(self, config: DetectorConfig) -> list[tuple[int, CycleVerdict]]:
+        detector = ContractionDetector(config)
+        return [(t, detector.update(d, before, lost)) for t, d, before, lost in self.cycles]
+
+    def entered_at(self, config: DetectorConfig) -> int | None:
+        """The loop cycle at which the detector entered ``contracting`` (None: never)."""
+        return next((t for t, v in self.verdicts(config) if v.entered), None)
+
+    def delay(self, config: DetectorConfig) -> int | None:
+        entered = self.entered_at(config)
+        return None if entered is None or self.loop.onset is None else entered - self.loop.onset
 
 
-def onset_table(n: int, targets: Targets) -> None:
+def contracting_loops(n: int) -> dict[str, list[Measured]]:
+    return {family: [Measured.of(make(seed)) for seed in range(n)] for family, make in CONTRACTING_FAMILIES.items()}
+
+
+def healthy_loops(n: int) -> dict[str, list[Measured]]:
+    return {family: [Measured.of(make(1000 + seed)) for seed in range(n)] for family, make in HEALTHY_FAMILIES.items()}
+
+
+def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> None:
+    n = len(next(iter(contracting.values())))
     print(f"\n## 1. Onset delay: {n} contracting loops per family (seeds 0-{n - 1})")
     print("| family | setting | within 2 cycles | delay 0 / 1 / 2 / 3 / 4+ | early (before onset) | missed |")
     print("|---|---|---|---|---|---|")
-    for family, make in CONTRACTING_FAMILIES.items():
-        loops = [make(seed) for seed in range(n)]
+    for family, loops in contracting.items():
         for name, config in CONFIGS.items():
-            delays = [None if (e := entered_at(_pairs(lp), config)) is None else e - lp.onset for lp in loops]
+            delays = [lp.delay(config) for lp in loops]
             hist = Counter(min(d, 4) for d in delays if d is not None and d >= 0)
             within = sum(d is not None and 0 <= d <= 2 for d in delays)
             early = sum(1 for d in delays if d is not None and d < 0)
@@ -83,25 +121,26 @@ def onset_table(n: int, targets: Targets) -> None:
                 targets.check(f"{family}: no alarm before the onset ({early})", early == 0)
 
 
-def false_alarm_table(n: int, targets: Targets) -> None:
-    families: dict[str, Callable[[int], SyntheticLoop]] = dict(HEALTHY_FAMILIES)
-    informational = {"sentinel drift (paraphrasing, rate 0.3)": paraphrasing_loop,
-                     "ordering inversion (re-ranking)": reranking_loop}
+def false_alarm_table(healthy: dict[str, list[Measured]], targets: Targets) -> None:
+    n = len(next(iter(healthy.values())))
+    informational: dict[str, Callable[[int], SyntheticLoop]] = {
+        "sentinel drift (paraphrasing, rate 0.3)": paraphrasing_loop, "ordering inversion (re-ranking)": reranking_loop}
+    measured = {**healthy, **{label: [Measured.of(make(1000 + seed)) for seed in range(20)]
+                              for label, make in informational.items()}}
     print(f"\n## 2. False alarms: healthy loops ({n} per family, seeds 1000-{999 + n})")
     print("| family | rewrite cycles | " + " | ".join(f"alarms, {name}" for name in CONFIGS)
           + " | evidence cycles | median d | median r | smallest margin |")
     print("|---|---|" + "---|" * (len(CONFIGS) + 4))
-    for label, make in [*families.items(), *informational.items()]:
-        count = n if label in families else 20
-        loops = [make(1000 + seed) for seed in range(count)]
-        alarms = [sum(entered_at(_pairs(lp), cfg) is not None for lp in loops) for cfg in CONFIGS.values()]
-        verdicts = [j.verdict for lp in loops for j in judge(_pairs(lp))]
+    for label, loops in measured.items():
+        count = len(loops)
+        alarms = [sum(lp.entered_at(cfg) is not None for lp in loops) for cfg in CONFIGS.values()]
+        verdicts = [v for lp in loops for _, v in lp.verdicts(CONFIGS["default"])]
         margins = [v.margin for v in verdicts if v.margin is not None]
-        note = "" if label in families else " (not healthy; shown for information)"
+        note = "" if label in healthy else " (not healthy; shown for information)"
         print(f"| {label}{note} | {len(verdicts)} | " + " | ".join(f"{a}/{count}" for a in alarms)
               + f" | {sum(v.evidence for v in verdicts)} | {_median([v.d for v in verdicts])} | "
               f"{_median([v.r for v in verdicts])} | {_margin(min(margins, default=None))} |")
-        if label in families:
+        if label in healthy:
             targets.check(f"{label}: no false alarm ({alarms[0]}/{count})", alarms[0] == 0)
 
 
@@ -178,6 +217,24 @@ def corpus_table(corpus: Path, targets: Targets) -> None:
                   "with a history)", smallest is None or smallest >= MARGIN_TARGET)
 
 
+SWEEP = (0.55, 0.6, 0.62, 0.65, 0.7)
+
+
+def sweep_table(contracting: dict[str, list[Measured]], healthy: dict[str, list[Measured]]) -> None:
+    print("\n## 4. Sweep of converge_max (other fields at their defaults)")
+    print("| converge_max | " + " | ".join(f"{family}: within 2 cycles" for family in contracting)
+          + " | " + " | ".join(f"{family}: alarms" for family in healthy) + " |")
+    print("|---|" + "---|" * (len(contracting) + len(healthy)))
+    for value in SWEEP:
+        config = DetectorConfig(converge_max=value)
+        within = [sum(d is not None and 0 <= d <= 2 for d in (lp.delay(config) for lp in loops))
+                  for loops in contracting.values()]
+        alarms = [sum(lp.entered_at(config) is not None for lp in loops) for loops in healthy.values()]
+        n_c, n_h = len(next(iter(contracting.values()))), len(next(iter(healthy.values())))
+        print(f"| {value} | " + " | ".join(f"{w}/{n_c}" for w in within) + " | "
+              + " | ".join(f"{a}/{n_h}" for a in alarms) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loops", type=int, default=120, help="contracting loops per family")
@@ -190,10 +247,12 @@ def main() -> None:
           f"rise_max={cfg.rise_max}, min_literals={cfg.min_literals}, min_lost={cfg.min_lost}, "
           f"exit_margin={cfg.exit_margin}")
     targets = Targets()
-    onset_table(args.loops, targets)
-    false_alarm_table(args.healthy, targets)
+    contracting, healthy = contracting_loops(args.loops), healthy_loops(args.healthy)
+    onset_table(contracting, targets)
+    false_alarm_table(healthy, targets)
     corpus_table(args.corpus, targets)
-    print("\n## 4. Targets\n")
+    sweep_table(contracting, healthy)
+    print("\n## 5. Targets\n")
     for label, met in targets.lines:
         print(f"- {'PASS' if met else 'FAIL'}: {label}")
     print(f"\n{sum(met for _, met in targets.lines)}/{len(targets.lines)} targets met")
