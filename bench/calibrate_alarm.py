@@ -106,16 +106,21 @@ def healthy_loops(n: int) -> dict[str, list[Measured]]:
 def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> None:
     n = len(next(iter(contracting.values())))
     print(f"\n## 1. Onset delay: {n} contracting loops per family (seeds 0-{n - 1})")
-    print("| family | setting | within 2 cycles | delay 0 / 1 / 2 / 3 / 4+ | early (before onset) | missed |")
-    print("|---|---|---|---|---|---|")
+    print("| family | setting | within 2 cycles | delay 0 / 1 / 2 / 3 / 4+ | early (before onset) | missed "
+          "| d, onset to onset+2 (p10 / p50 / p90) | r, same |")
+    print("|---|---|---|---|---|---|---|---|")
     for family, loops in contracting.items():
+        near = [(d, lost / before if before else 0.0) for lp in loops for t, d, before, lost in lp.cycles
+                if lp.loop.onset is not None and lp.loop.onset <= t <= lp.loop.onset + 2]
+        spread = f"{_deciles([d for d, _ in near])} | {_deciles([r for _, r in near])}"
         for name, config in CONFIGS.items():
             delays = [lp.delay(config) for lp in loops]
             hist = Counter(min(d, 4) for d in delays if d is not None and d >= 0)
             within = sum(d is not None and 0 <= d <= 2 for d in delays)
             early = sum(1 for d in delays if d is not None and d < 0)
             print(f"| {family} | {name} | {within}/{n} ({within / n:.1%}) | "
-                  f"{' / '.join(str(hist.get(k, 0)) for k in range(5))} | {early} | {delays.count(None)} |")
+                  f"{' / '.join(str(hist.get(k, 0)) for k in range(5))} | {early} | {delays.count(None)} | "
+                  f"{spread} |")
             if name == "default":
                 targets.check(f"{family}: onset within 2 cycles in >= 95% ({within}/{n})", within >= 0.95 * n)
                 targets.check(f"{family}: no alarm before the onset ({early})", early == 0)
@@ -142,6 +147,11 @@ def false_alarm_table(healthy: dict[str, list[Measured]], targets: Targets) -> N
               f"{_median([v.r for v in verdicts])} | {_margin(min(margins, default=None))} |")
         if label in healthy:
             targets.check(f"{label}: no false alarm ({alarms[0]}/{count})", alarms[0] == 0)
+
+
+def _deciles(values: list[float]) -> str:
+    q = statistics.quantiles(values, n=10)
+    return f"{q[0]:.2f} / {q[4]:.2f} / {q[8]:.2f}"
 
 
 def _median(values: list[float]) -> str:
