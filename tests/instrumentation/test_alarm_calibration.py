@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from corpus_files import claude_code_boundaries, of_kind, readable_files
 
 from ctxwatch.contraction import ContractionDetector, CycleVerdict, DetectorConfig
 from ctxwatch.guard import ContextGuard
 from ctxwatch.replay import audit_session
-from ctxwatch.sessions import Mutation, read_session
 from ctxwatch.simulate.loops import (
     absorption_loop,
     chain_loop,
@@ -29,24 +29,12 @@ def _pairs(loop):
     return [(c.pre, c.post) for c in loop.cycles]
 
 
-def _compactions(path: Path) -> int:
-    try:
-        return sum(isinstance(e, Mutation) and e.kind == "compact" for e in read_session(path))
-    except Exception:  # noqa: BLE001 - a file no reader reads holds no compaction we can judge
-        return 0
+# every Claude Code file with two compactions or more, told from its raw records (never by name)
+MULTI_COMPACTION = [p for p in of_kind("claude_code") if len(claude_code_boundaries(p)) >= 2]
 
 
-def _multi_compaction_files(corpus: Path) -> list[Path]:
-    """Every Claude Code file of the corpus with two compactions or more, picked by what it holds."""
-    found = []
-    for path in sorted(corpus.glob("*.jsonl")):
-        try:
-            fmt = read_session(path).format
-        except Exception:  # noqa: BLE001 - not a session file
-            continue
-        if fmt == "claude_code" and _compactions(path) >= 2:
-            found.append(path)
-    return found
+def name(path: Path) -> str:
+    return path.name
 
 
 def test_a_converging_summary_chain_alarms_within_two_cycles_of_its_onset_and_never_before():
@@ -79,28 +67,31 @@ def _extended(verdicts: list[CycleVerdict], config: DetectorConfig) -> list[Cycl
     return [detector.update(*f) for f in figures + [figures[-1]] * REPEATS]
 
 
-def test_real_sessions_with_several_compactions_hold_no_evidence_and_stay_healthy_when_extended(corpus):
-    files = _multi_compaction_files(corpus)
-    assert len(files) >= 2, files
-    config = DetectorConfig()
-    for path in files:
-        audit = audit_session(path, config=config)
-        verdicts = [m.verdict for m in audit.mutations]
-        assert len([m for m in audit.mutations if m.kind == "compact"]) >= 2, path.name
-        assert not any(v.evidence for v in verdicts), (path.name, [v.explain() for v in verdicts])
-        margins = [v.margin for v in verdicts if v.margin is not None]
-        assert margins and min(margins) >= 0.1, (path.name, margins)
-        assert all(v.state == "healthy" for v in _extended(verdicts, config)), path.name
+def test_the_corpus_holds_sessions_with_several_compactions(corpus):
+    assert len(MULTI_COMPACTION) >= 2, MULTI_COMPACTION
 
 
-def test_every_real_compaction_loses_literals_and_is_far_from_alike(corpus):
-    """What the margin rests on: each real compaction loses most downstream literals (r is no help)
-    but its buffers are nowhere near alike (d well above converge_max)."""
+@pytest.mark.parametrize("path", MULTI_COMPACTION, ids=name)
+def test_a_real_session_with_several_compactions_is_far_from_evidence(path: Path):
+    """No cycle is evidence, each misses it by 0.1 or more on the d scale, and every compaction loses
+    most of its downstream literals while its buffers are nowhere near alike."""
     config = DetectorConfig()
-    cycles = [m.verdict for path in _multi_compaction_files(corpus)
-              for m in audit_session(path, config=config).mutations if m.kind == "compact"]
-    assert cycles and all(v.losing and v.r > 0.5 for v in cycles if v.literals_before)
-    assert all(v.d >= config.converge_max + 0.1 for v in cycles)
+    audit = audit_session(path, config=config)
+    verdicts = [m.verdict for m in audit.mutations]
+    compactions = [m.verdict for m in audit.mutations if m.kind == "compact" and m.verdict.literals_before]
+    assert len(compactions) >= 1 and not any(v.evidence for v in verdicts), [v.explain() for v in verdicts]
+    margins = [v.margin for v in verdicts if v.margin is not None]
+    assert margins and min(margins) >= 0.1, margins
+    assert all(v.losing and v.r > 0.5 and v.d >= config.converge_max + 0.1 for v in compactions)
+
+
+@pytest.mark.parametrize("path", readable_files(), ids=name)
+def test_every_read_corpus_session_holds_no_evidence_and_stays_healthy_extended_by_its_last_cycle(path: Path):
+    config = DetectorConfig()
+    verdicts = [m.verdict for m in audit_session(path, config=config).mutations]
+    assert not any(v.evidence for v in verdicts), [v.explain() for v in verdicts]
+    if verdicts:
+        assert all(v.state == "healthy" for v in _extended(verdicts, config))
 
 
 def test_the_guard_measures_every_cycle_as_the_simulation_does():
