@@ -16,7 +16,7 @@ All three bound d_t from above, so one number says how far a cycle is from being
 *margin* ``d_t − threshold``, where the threshold is the smallest of ``converge_max``, the
 jump bound and ``r_t`` (a cycle that loses nothing, or a first cycle, is no evidence at any d;
 for a first cycle the threshold leaves the jump bound out, saying how close it would be). Why these
-conditions: a compaction that replaces a history by a fresh summary (Claude Code, Codex) has
+conditions: a compaction that replaces a history by a fresh summary (Claude Code's) has
 d 0.83-0.97: consecutive buffers are not alike, whatever it loses, and repeating it changes
 nothing about that (the old "within 25% of the recent peak" test let such a flat series count);
 a loop converging on a fixed point has consecutive buffers ever more alike while literals keep
@@ -53,7 +53,7 @@ class DetectorConfig:
 
     enter_cycles: consecutive evidence cycles that enter ``contracting`` (the design's k).
     exit_cycles: consecutive clear cycles that return to ``healthy``.
-    window: how many previous distances the shrinking test compares against (their maximum).
+    window: how many previous distances the jump bound looks at (their maximum).
     converge_max: d_t above this is no convergence (consecutive buffers are not alike).
     rise_max: d_t more than this above that maximum is a jump, not convergence (0: never above it).
     min_literals: fewest literals in P_t for r_t to count (smaller buffers are never evidence).
@@ -92,7 +92,7 @@ class CycleVerdict:
     r: float
     literals_before: int
     literals_lost: int
-    shrinking: bool
+    shrinking: bool  # condition 1, d converging (the name is kept: replay's JSON reports it as "shrinking")
     losing: bool
     below: bool
     streak: int
