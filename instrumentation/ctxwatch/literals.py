@@ -82,7 +82,7 @@ _MIN_ALNUM = 2
 _CACHE_LIMIT = 200_000
 
 
-def _argument_values(arguments: str) -> list[str]:
+def argument_values(arguments: str) -> list[str]:
     """The scalar values of a tool call's JSON arguments (the text itself when it is not JSON)."""
     try:
         document = json.loads(arguments)
@@ -109,7 +109,7 @@ def literal_text(message: Message, *, tool_output: bool = True) -> str:
     for part in message.parts:
         if type(part) is ToolCall:
             pieces.append(part.name)
-            pieces.extend(_argument_values(part.arguments))
+            pieces.extend(argument_values(part.arguments))
         elif type(part) is not ToolResult or tool_output:
             pieces.append(part_text(part))
     return "\n".join(p for p in pieces if p)
