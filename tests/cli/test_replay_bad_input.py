@@ -58,15 +58,18 @@ def test_truncated_last_line_is_a_reported_skip_or_exit_2_with_strict(corpus: Pa
 
 
 def test_corrupt_and_non_utf8_lines_are_skipped_by_line(corpus: Path, tmp_path: Path) -> None:
-    lines = [line.encode() for line in first_lines(compacted_claude_code(corpus)[0], 60)]
-    lines[20] = b'{"type": "user", "message": {"role": "user", "content": "x"}} trailing garbage'
-    lines[40] = b'{"type":"user","message":{"role":"user","content":"caf\xe9"}}'
+    lines = [line.encode() for line in first_lines(compacted_claude_code(corpus)[0], 80)]
+    # two lines that carry no tool id (losing one that does would orphan its pair: a finding)
+    first, second = [i for i, line in enumerate(lines) if i >= 20 and b"tool_use" not in line][:2]
+    lines[first] = b'{"type": "user", "message": {"role": "user", "content": "x"}} trailing garbage'
+    lines[second] = b'{"type":"user","message":{"role":"user","content":"caf\xe9"}}'
     path = tmp_path / "corrupt.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     proc = ctxwatch("replay", path)
-    assert proc.returncode == 0
-    assert problems(proc.stderr) == [f"ctxwatch replay: {path}, line 21: skipped: corrupt JSON (Extra data, column 63)",
-                                     f"ctxwatch replay: {path}, line 41: skipped: not UTF-8 text"]
+    assert proc.returncode == 0, proc.stdout
+    assert problems(proc.stderr) == [
+        f"ctxwatch replay: {path}, line {first + 1}: skipped: corrupt JSON (Extra data, column 63)",
+        f"ctxwatch replay: {path}, line {second + 1}: skipped: not UTF-8 text"]
     assert "2 skipped" in proc.stdout
 
 

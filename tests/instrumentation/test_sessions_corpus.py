@@ -70,8 +70,12 @@ def test_claude_code_pairs_and_compactions(path: Path) -> None:
     assert not (progress_ids - calls) & results, "a progress record was taken for a tool result"
 
     compactions = [m for m in mutations if m.source == "claude_code.compact_boundary"]
-    boundaries = raw.claude_code_boundaries(path)
+    boundaries = raw.claude_code_compactions(path)
     assert [m.line for m in compactions] == [line for line, _ in boundaries]
+    assert read_session(path).facts == {}  # facts are gathered while reading
+    session = read_session(path)
+    list(session)
+    assert ("inherited_compaction" in session.facts) == bool(raw.claude_code_inherited(path))
     for compaction, (line, record) in zip(compactions, boundaries, strict=True):
         meta = record.get("compactMetadata") or {}
         summary_line, summary = raw.claude_code_summary_after(path, line)

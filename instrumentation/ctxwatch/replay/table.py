@@ -53,17 +53,28 @@ def session_notes(a: SessionAudit, literals_shown: int, fail_on_literal_loss: bo
             out.append(f"cycle {m.cycle}: summary of {m.summary_chars:,} chars{at}"
                        + (f", trigger {m.trigger}" if m.trigger else "")
                        + (f", {m.pre_tokens:,} tokens before" if m.pre_tokens is not None else ""))
+        elif "cleared_results" in m.details:
+            out.append(f"cycle {m.cycle}: {m.details['cleared_results']} tool result(s) cleared in place "
+                       f"({m.details['compacted_tool_ids']} named)"
+                       + (f", trigger {m.trigger}" if m.trigger else "")
+                       + (f", {m.pre_tokens:,} tokens before" if m.pre_tokens is not None else "")
+                       + (f", {m.details['tokens_saved']:,} saved" if "tokens_saved" in m.details else ""))
         if m.orphans:
             out.append(f"cycle {m.cycle}: orphaned calls {list(m.orphaned_calls)}, "
                        f"orphaned results {list(m.orphaned_results)}")
+        if m.in_flight:
+            out.append(f"cycle {m.cycle}: dropped {len(m.in_flight)} tool call(s) in flight (no result arrived): "
+                       + ", ".join(f"{t.id} ({t.where})" for t in m.in_flight))
         if m.lost and literals_shown:
             shown = ", ".join(quote(v) for v in m.lost[:literals_shown])
             more = f" (+{len(m.lost) - literals_shown} more)" if len(m.lost) > literals_shown else ""
             out.append(f"cycle {m.cycle}: lost {len(m.lost)} literal(s): {shown}{more}")
-    if a.buffer_orphans:
-        shown = ", ".join(f"{i} ({w})" for w, i in a.buffer_orphans[:5])
-        out.append(f"unpaired tool ids in recorded buffers (not caused by a mutation): {shown}"
-                   + (f" (+{len(a.buffer_orphans) - 5} more)" if len(a.buffer_orphans) > 5 else ""))
+    inherited = a.facts.get("inherited_compaction")
+    if inherited:
+        summary = inherited.get("summary") or {}
+        out.insert(0, f"starts from a compaction copied from its parent session (boundary at line {inherited['line']}"
+                   + (f", summary of {summary['chars']:,} chars at line {summary['line']}" if summary else "")
+                   + "): the buffer starts there, not a cycle")
     out.append(f"verdict: {a.explain()}")
     findings = a.findings(fail_on_literal_loss)
     out.append("findings: " + ("none" if not findings else
