@@ -29,7 +29,7 @@ def find_corpus() -> Path:
 CORPUS = find_corpus()
 
 # the formats the session readers know; a corpus file in another format is expected to be refused
-READ_FORMATS = frozenset({"claude_code", "codex", "swe_agent", "openhands"})
+READ_FORMATS = frozenset({"claude_code", "codex", "swe_agent", "openhands", "gemini_cli"})
 
 
 def session_files(corpus: Path = CORPUS) -> list[Path]:
@@ -203,3 +203,16 @@ def openhands_tool_ids(path: Path) -> tuple[set[str], set[str]]:
         if call:
             (observations if "observation" in event else actions).add(call)
     return actions, observations
+
+
+# --- Gemini CLI facts -----------------------------------------------------------------------------
+def gemini_tool_calls(path: Path) -> tuple[dict[str, int], set[str]]:
+    """({call id: index of its message}, ids of the calls with a recorded result) of a JSON recording."""
+    calls: dict[str, int] = {}
+    answered: set[str] = set()
+    for i, message in enumerate(document(path)["messages"]):
+        for call in message.get("toolCalls") or ():
+            calls.setdefault(call["id"], i)
+            if call.get("result") is not None:
+                answered.add(call["id"])
+    return calls, answered
