@@ -78,7 +78,8 @@ class BadJSON(ValueError):
 
 def parse_line(raw: bytes) -> Any:
     """One JSON value; BadJSON with a short reason when it is not one. Columns count characters
-    from 1; for text cut short it is the column where the text ends."""
+    from 1; for text cut short it is the column just past its last character (where the rest was
+    expected), also inside an unterminated string."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -91,7 +92,7 @@ def parse_line(raw: bytes) -> Any:
         end = len(text.rstrip())
         if exc.pos >= end or exc.msg.startswith("Unterminated string"):
             line = text.count("\n", 0, end) + 1
-            column = end - (text.rfind("\n", 0, end) + 1) + 1
+            column = end - (text.rfind("\n", 0, end) + 1) + 1  # 1-based, one past the last character
             reason = "Unterminated string" if exc.msg.startswith("Unterminated string") else exc.msg
             raise BadJSON(f"truncated JSON ({reason}, column {column})", line) from None
         raise BadJSON(f"corrupt JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
