@@ -53,7 +53,8 @@ class _Buffer:
     """The context being rebuilt, and where each record's uuid landed (message index, parts so far)."""
 
     def __init__(self) -> None:
-        self._messages: list[Message] = []
+        self._messages: list[Message | None] = []  # None: not built yet
+        self._heads: list[tuple[str, str | None]] = []  # (role, id) per message
         self._pending: dict[int, list[Part]] = {}  # parts added to a message since it was last built
         self._lengths: list[int] = []  # parts per message, pending ones included
         self._serials: list[int] = []  # per message, so a link to a message cut by a rewind reads as stale
@@ -70,9 +71,10 @@ class _Buffer:
         """The buffer now (messages with new parts are rebuilt once here)."""
         for at, parts in self._pending.items():
             old = self._messages[at]
-            self._messages[at] = Message(old.role, old.parts + tuple(parts), id=old.id)
+            role, mid = self._heads[at]
+            self._messages[at] = Message(role, old.parts + tuple(parts) if old else parts, id=mid)
         self._pending.clear()
-        return tuple(self._messages)
+        return tuple(self._messages)  # every message is built now
 
     def slot(self, uuid: str | None) -> tuple[int, int] | None:
         """(message index, parts of it up to the record) of a live record, else None."""
@@ -85,29 +87,31 @@ class _Buffer:
         """Whether a `role` record whose parent sits at (`at`, `parts`) leaves the current branch."""
         if at < self.last_assistant:
             return True
-        trailing_user = at == len(self._messages) - 1 and self._messages[at].role == "user"
+        trailing_user = at == len(self._messages) - 1 and self._heads[at][0] == "user"
         return trailing_user and parts < self._lengths[at] and role == "assistant"
 
     def cut(self, at: int, parts: int) -> None:
         """Keep messages up to `at`, and of message `at` its first `parts` parts."""
         current = self.messages()
-        del self._messages[at + 1:], self._serials[at + 1:], self._lengths[at + 1:]
+        del self._messages[at + 1:], self._heads[at + 1:], self._serials[at + 1:], self._lengths[at + 1:]
         if parts < self._lengths[at]:
             old = current[at]
             self._messages[at] = Message(old.role, old.parts[:parts], id=old.id)
             self._lengths[at] = parts
             self._serials[at] = self._new_serial()  # records inside the cut part are gone
-        self.last_assistant = next((i for i in range(at, -1, -1) if self._messages[i].role == "assistant"), -1)
-        self.last_turn = self._messages[self.last_assistant].id if self.last_assistant >= 0 else None
+        self.last_assistant = next((i for i in range(at, -1, -1) if self._heads[i][0] == "assistant"), -1)
+        self.last_turn = self._heads[self.last_assistant][1] if self.last_assistant >= 0 else None
 
     def add(self, uuid: Any, role: str, parts: tuple[Part, ...], turn: str | None) -> None:
         if role == "assistant" and turn is not None and turn == self.last_turn:
             at = self.last_assistant
-        elif role == "user" and self._messages and self._messages[-1].role == "user":
+        elif role == "user" and self._heads and self._heads[-1][0] == "user":
             at = len(self._messages) - 1
         else:
             at = len(self._messages)
-            self._messages.append(Message(role, (), id=turn if role == "assistant" else uuid))
+            self._messages.append(None)
+            self._heads.append((role, turn if role == "assistant" else uuid))
+            self._pending[at] = []
             self._lengths.append(0)
             self._serials.append(self._new_serial())
             if role == "assistant":
@@ -123,10 +127,10 @@ class _Buffer:
 
     def clear_results(self, ids: set[str]) -> tuple[int, ...]:
         """Replace the content of the named tool results in place; the indices of the messages changed."""
-        self.messages()
+        built = self.messages()
         changed = []
         for at in sorted({at for cid in ids if (at := self.results.get(cid)) is not None and at < len(self)}):
-            old = self._messages[at]
+            old = built[at]
             if not set(old.result_ids) & ids:
                 continue  # the message that held it was cut by a rewind
             parts = tuple(ToolResult(p.call_id, CLEARED_RESULT, p.is_error)
