@@ -232,3 +232,17 @@ def test_whole_corpus_in_one_run(corpus: Path) -> None:
     assert doc["summary"] == {"sessions": len(files), "unreadable": unreadable, "with_findings": 0,
                               "mutations": sum(len(s["mutations"]) for s in doc["sessions"]), "exit_code": code}
     assert len({s["loop_id"] for s in doc["sessions"]}) == len(files)
+
+
+@pytest.mark.parametrize("path", raw.of_kind("gemini_cli"), ids=name)
+def test_gemini_cli_pairs_steps_and_no_mutation(path: Path) -> None:
+    code, doc, _ = replay_json(path)
+    assert code == 0
+    (session,) = doc["sessions"]
+    messages = raw.document(path)["messages"]
+    calls, answered = raw.gemini_tool_calls(path)
+    assert (session["format"], session["status"]) == ("gemini_cli", "ok")
+    assert session["steps"] == sum(m["type"] == "gemini" for m in messages)
+    assert session["tool_pairs"] == {"paired": len(answered), "pending": len(calls.keys() - answered),
+                                     "orphans_in_buffers": []}
+    assert session["mutations"] == [] and session["findings"] == 0
