@@ -16,8 +16,9 @@ not their names) as one batch. The worst cases are generated Claude Code files o
 - ``rewinds``: N short turns, every other one a rewind to the turn before — each rewind is a
   mutation measured over the whole buffer, as the guard measures a live one.
 
-Each is replayed at two sizes; the time ratio between them (2.0 for a linear path, 4.0 for a
-quadratic one) is printed beside the ratio to the baseline. Peak memory: the Python heap peak of
+Each is replayed at two sizes, each beside its own baseline; how the ratio to the baseline grows from
+the smaller size to the larger (1.0 for a linear path, 2.0 for a quadratic one, whatever the load of
+the machine) is printed in the last column. Peak memory: the Python heap peak of
 one audit (tracemalloc) beside that of the baseline, and the peak RSS of the command run as a user
 runs it (`python -m ctxwatch.cli replay FILE --json`, the child's own VmHWM) beside
 `python -m json.tool --json-lines FILE` (parse every line, print it).
@@ -200,7 +201,7 @@ def corpus_section(paths: list[Path], repeat: int) -> None:
 def worst_case_section(megabytes: float, repeat: int) -> None:
     print(f"\n# generated worst cases at {megabytes / 2:g} MB and {megabytes:g} MB ({repeat} repeats each)")
     print(f"{'case':<10} {'size':>8} {'audit median':>13} {'min':>8} {'max':>8} {'x baseline':>11} "
-          f"{'x smaller size':>15}")
+          f"{'growth (1 linear, 2 quadratic)':>31}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in WORST_CASES:
             previous: float | None = None
@@ -208,10 +209,11 @@ def worst_case_section(megabytes: float, repeat: int) -> None:
                 path = write_worst_case(Path(tmp), name, mb)
                 base = measure("baseline", lambda p=path: parse_lines([p]), repeat)
                 t = measure("audit", lambda p=path: audit_session(p), repeat)
-                growth = f"{t.median / previous:15.2f}" if previous else f"{'':>15}"
+                ratio = t.median / base.median
+                growth = f"{ratio / previous:31.2f}" if previous else f"{'':>31}"
                 print(f"{name:<10} {path.stat().st_size / 1e6:6.2f}MB {t.median:12.2f}s {min(t.samples):7.2f}s "
-                      f"{max(t.samples):7.2f}s {t.median / base.median:10.1f}x {growth}")
-                previous = t.median
+                      f"{max(t.samples):7.2f}s {ratio:10.1f}x {growth}")
+                previous = ratio
             rss = rss_peak("ctxwatch.cli", "replay", str(path), "--json")
             print(f"{'':<10} peak RSS of `ctxwatch replay --json` at {mb:g} MB: {rss / 1e6:.1f} MB")
 
