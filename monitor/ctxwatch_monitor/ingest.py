@@ -1,12 +1,15 @@
 """`POST /v1/traces`: the OTLP/HTTP receiver, its admission control and its error contract.
 
 Order of refusals: 401 (token), 415 (content type or encoding), 413 (declared length), 503 (state
-not loaded or not writable), 429 (more than `max_inflight` requests admitted), then the body is
+not loaded or not writable), 429 (more than `max_inflight` requests admitted, or
+`max_inflight_per_client` from the client's address: `admission`), then the body is
 read with the decompressed-size cap (413), decoded (400, never retried), applied and committed
 (requests queued meanwhile share the transaction: `batches`) before the answer. Spans that
 are individually invalid are reported in `partial_success`. 429 and 503 carry `Retry-After`.
-Admitted requests are bounded, so memory held by request bodies is at most
-`max_inflight * max_body_bytes` however fast clients send.
+`POST /v1/metrics` goes through the same admission and body cap, then drops the body. Admitted
+requests are bounded, so memory held by request bodies is at most `max_inflight * max_body_bytes`
+however fast clients send; a client that sends its body too slowly is cut off by the connection's
+body timeout (`connections`).
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from starlette.requests import ClientDisconnect
 
+from .admission import Admission
 from .auth import CHALLENGE, BearerAuth
 from .batches import GroupCommit
 from .engine import Engine, IngestResult, StateReset, Unavailable
 from .otlp import DecodeError, decode, error_body, media_type, success_body
 from .records import RESOURCE_KEYS, SPAN_KEYS
-from .wire import JSON, PROTOBUF, WireError, declared_length_ok, media_encoding, read_body
+from .wire import WireError, declared_length_ok, guess_encoding, media_encoding, read_body
 
 _OPENAPI_BODY = {
     "requestBody": {
@@ -33,32 +38,10 @@ _OPENAPI_BODY = {
 }
 
 
-class Admission:
-    """At most `limit` ingest requests admitted at once; the rest are refused with 429."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.current = 0
-
-    def enter(self) -> bool:
-        if self.current >= self.limit:
-            return False
-        self.current += 1
-        return True
-
-    def leave(self) -> None:
-        self.current -= 1
-
-
-def _guess_encoding(content_type: str | None) -> str:
-    """The encoding to answer an error in, even when the content type is not one we accept."""
-    return JSON if "json" in (content_type or "").lower() else PROTOBUF
-
-
 def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False) -> APIRouter:
     """The receiver; with `decode_only`, also `POST /bench/decode` (decode and read, store nothing)."""
     config = engine.config
-    admission = Admission(config.max_inflight)
+    admission = Admission(config.max_inflight, config.max_inflight_per_client)
     inflight = engine.instruments.inflight
     retry = {"Retry-After": str(config.retry_after)}
     router = APIRouter()
@@ -75,7 +58,7 @@ def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False
 
     def screen(headers: Any) -> tuple[str, Response | None]:
         """The token and the content type of an export: (its encoding, a refusal or None)."""
-        encoding = _guess_encoding(headers.get("content-type"))
+        encoding = guess_encoding(headers.get("content-type"))
         if not auth.allows(headers.get("authorization")):
             return encoding, refuse(encoding, 401, "missing or wrong bearer token", CHALLENGE)
         try:
@@ -83,7 +66,8 @@ def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False
         except WireError as exc:
             return encoding, refuse(encoding, exc.status, exc.message)
 
-    async def receive(request: Request, store: bool) -> Response:
+    async def receive(request: Request, store: bool, keep: bool = True) -> Response:
+        """Screen, admit, read and (`keep`) decode the body; (`store`) apply and commit it."""
         headers = request.headers
         encoding, refusal = screen(headers)
         if refusal is not None:
@@ -95,12 +79,14 @@ def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False
             return refuse(encoding, exc.status, exc.message)
         if not engine.ready:
             return refuse(encoding, 503, "the monitor's state is not available; retry later", retry)
-        if not admission.enter():
-            return refuse(encoding, 429, f"more than {admission.limit} export requests in flight; retry later",
-                          retry)
+        client = request.client.host if request.client else ""
+        if (crowded := admission.enter(client)) is not None:
+            return refuse(encoding, 429, f"{crowded}; retry later", retry)
         inflight.set((), admission.current)
         try:
             body = await read_body(request.stream(), headers.get("content-encoding"), config.max_body_bytes)
+            if not keep:
+                return Response(success_body(encoding, 0, ""), media_type=media_type(encoding))
             if not store:
                 await engine.call(decode, body, encoding, SPAN_KEYS, RESOURCE_KEYS)
                 return Response(success_body(encoding, 0, ""), media_type=media_type(encoding))
@@ -112,8 +98,10 @@ def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False
             return refuse(encoding, 400, str(exc))
         except Unavailable as exc:
             return refuse(encoding, 503, f"{exc}; retry later", retry)
+        except ClientDisconnect:  # the client went away, or its body was too slow (nothing to answer)
+            return Response(status_code=499)
         finally:
-            admission.leave()
+            admission.leave(client)
             inflight.set((), admission.current)
         return Response(success_body(encoding, result.rejected, result.message), media_type=media_type(encoding))
 
@@ -126,15 +114,8 @@ def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False
                  summary="OTLP/HTTP metric export: accepted and dropped (the monitor's metrics come from spans)")
     async def export_metrics(request: Request) -> Response:
         """An agent whose SDK exports metrics to the same endpoint as its spans gets a 200 instead of a
-        404 on every interval; the body is read within the size cap and dropped."""
-        encoding, refusal = screen(request.headers)
-        if refusal is not None:
-            return refusal
-        try:
-            await read_body(request.stream(), request.headers.get("content-encoding"), config.max_body_bytes)
-        except WireError as exc:
-            return refuse(encoding, exc.status, exc.message)
-        return Response(success_body(encoding, 0, ""), media_type=media_type(encoding))
+        404 on every interval; the body is admitted and read as a trace export's, then dropped."""
+        return await receive(request, store=False, keep=False)
 
     if decode_only:
         @router.post("/bench/decode", tags=["bench"], openapi_extra=_OPENAPI_BODY, include_in_schema=False)
