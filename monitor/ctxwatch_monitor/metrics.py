@@ -9,8 +9,8 @@ number is known in advance and reserved out of the budget: the exposition never 
 budget's total. Dropping the series of a label value (`forget`) returns their room.
 
 Families marked `persist` report the series changed or dropped since the last flush (`take_dirty`)
-so the state database can keep them across restarts. Exposition goes through prometheus_client's
-text and OpenMetrics encoders, chosen by `Accept`.
+so the state database can keep them across restarts. Each family keeps the exposition text of its
+series' labels (`label_text`); `exposition` writes the text and OpenMetrics formats from them.
 
 Rendering runs on another thread than the updates: each family is copied with one
 `list(dict.items())` (and each histogram series with one list copy), C-level calls the GIL makes
@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from prometheus_client import exposition
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from ctxwatch.semconv import OVERFLOW
+
+from . import exposition
 
 Key = tuple[str, ...]
 
@@ -73,11 +72,14 @@ class Family:
     """One metric family: a name, its label names, and a value per label tuple."""
 
     cost = 1  # exposition series per label tuple
+    kind = "untyped"  # the exposition TYPE
 
     def __init__(self, name: str, doc: str, labelnames: Sequence[str] = (), *, persist: bool = False,
                  wire: Iterable[str] = (), budget: SeriesBudget | None = None) -> None:
         self.name, self.doc, self.labelnames, self.persist = name, doc, tuple(labelnames), persist
         self.values: dict[Key, Any] = {}
+        self._label_texts: dict[Key, str] = {}
+        self._order = sorted(range(len(self.labelnames)), key=lambda i: self.labelnames[i])
         self.dirty: set[Key] = set()
         self.removed: set[Key] = set()
         self.budget = budget
@@ -87,6 +89,18 @@ class Family:
 
     def zero(self) -> Any:
         return 0
+
+    def label_text(self, key: Key) -> str:
+        """`{name="value",...}` of a series (labels sorted by name, values escaped), formatted once."""
+        text = self._label_texts.get(key)
+        if text is None:
+            pairs = (f'{self.labelnames[i]}="{_escape(key[i])}"' for i in self._order)
+            text = self._label_texts[key] = "{" + ",".join(pairs) + "}" if key else ""
+        return text
+
+    def items(self) -> list[tuple[Key, Any]]:
+        """A snapshot of (labels, value) of every series to expose."""
+        return list(self.values.items())
 
     def overflow_key(self, key: Key) -> Key:
         """`key` with every wire label replaced by OVERFLOW."""
@@ -112,6 +126,7 @@ class Family:
 
     def _drop(self, key: Key) -> None:
         del self.values[key]
+        self._label_texts.pop(key, None)
         if self._budgeted() and self.overflow_key(key) != key:
             self.budget.release(self.name, self.cost)  # type: ignore[union-attr]
         if self.persist:
@@ -153,23 +168,8 @@ class Family:
         return len(self.values) * self.cost
 
 
-class _ScalarFamily(Family):
-    """A family with one number per series, exposed as `exposition` (a prometheus_client family type)."""
-
-    exposition: type[CounterMetricFamily] | type[GaugeMetricFamily]
-
-    def items(self) -> list[tuple[Key, Any]]:
-        return list(self.values.items())
-
-    def metric(self) -> Metric:
-        family = self.exposition(self.name, self.doc, labels=self.labelnames)
-        for key, value in self.items():
-            family.add_metric(key, value)
-        return family
-
-
-class Counter(_ScalarFamily):
-    exposition = CounterMetricFamily
+class Counter(Family):
+    kind = "counter"
 
     def inc(self, key: Key, amount: float = 1) -> None:
         values = self.values
@@ -182,14 +182,14 @@ class Counter(_ScalarFamily):
             self.dirty.add(key)
 
 
-class Gauge(_ScalarFamily):
+class Gauge(Family):
     """A value that goes up and down; never persisted (gauges are rebuilt from the state).
 
     Values are kept exactly per label tuple (a series at 0 is dropped); the budget applies to the
     exposition: a label tuple the budget did not admit when it appeared is rendered summed into the
     overflow series, so an `add` and the matching `add(-1)` always meet the same value."""
 
-    exposition = GaugeMetricFamily
+    kind = "gauge"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -207,6 +207,7 @@ class Gauge(_ScalarFamily):
             values[key] = value
         else:
             del values[key]
+            self._label_texts.pop(key, None)
             if key in self._admitted and self.overflow_key(key) != key:
                 self._admitted.discard(key)
                 self.budget.release(self.name, self.cost)  # type: ignore[union-attr]
@@ -237,11 +238,13 @@ class Gauge(_ScalarFamily):
 class Histogram(Family):
     """Per series: a list of per-bucket counts (the last one is +Inf) followed by the sum."""
 
+    kind = "histogram"
+
     def __init__(self, name: str, doc: str, labelnames: Sequence[str] = (), *, buckets: Iterable[float],
                  persist: bool = False, wire: Iterable[str] = (), budget: SeriesBudget | None = None) -> None:
         self.buckets = tuple(sorted(float(b) for b in buckets if math.isfinite(b)))
-        self._le = [floatToGoString(b) for b in self.buckets] + ["+Inf"]
-        self.cost = len(self._le) + 2  # the buckets, _sum and _count
+        self.bucket_labels = [floatToGoString(b) for b in self.buckets] + ["+Inf"]
+        self.cost = len(self.bucket_labels) + 2  # the buckets, _sum and _count
         super().__init__(name, doc, labelnames, persist=persist, wire=wire, budget=budget)
 
     def zero(self) -> list[float]:
@@ -271,34 +274,21 @@ class Histogram(Family):
         if self.persist:
             self.dirty.add(key)
 
-    def metric(self) -> Metric:
-        family = HistogramMetricFamily(self.name, self.doc, labels=self.labelnames)
-        for key, series in list(self.values.items()):
-            series = list(series)
-            cumulative, total = [], 0
-            for le, count in zip(self._le, series, strict=False):
-                total += count
-                cumulative.append((le, total))
-            family.add_metric(key, cumulative, series[-1])
-        return family
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
 
 
 class MetricSet:
-    """The monitor's families, as a prometheus_client collector in a private registry."""
+    """The monitor's families, by name."""
 
     def __init__(self, families: Iterable[Family]) -> None:
         self.families: dict[str, Family] = {f.name: f for f in families}
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self)
-
-    def collect(self) -> Iterator[Metric]:
-        for family in list(self.families.values()):
-            yield family.metric()
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """The exposition body and its content type, negotiated from `Accept` (OpenMetrics or text)."""
-        encoder, content_type = exposition.choose_encoder(accept or "")
-        return encoder(self.registry), content_type
+        return exposition.render(self.families.values(), accept)
 
     def series(self) -> int:
         """Exposition series held now, all families."""
