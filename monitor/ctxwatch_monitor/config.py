@@ -43,7 +43,7 @@ class MonitorConfig:
     history: int = 32
     label_cap: int = 100
     label_ttl: float = 3_600.0
-    series_budget: int = 20_000  # where Prometheus's guidance for one target starts to hurt
+    series_budget: int = 19_500  # with the self-metrics on top, under the 20,000 where one target starts to hurt
     metric_series_budget: int = 5_000  # so that no one metric takes the whole budget
     max_connections: int = 4_096
     header_timeout: float = 10.0
