@@ -9,21 +9,24 @@ prometheus_client's (`choose_encoder`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import exposition
 from prometheus_client.utils import floatToGoString
 
 if TYPE_CHECKING:
-    from .metrics import Family, Histogram
+    from .metrics import Family, Key
 
 OPENMETRICS = "application/openmetrics-text"
 
 
+_EXACT = 2**53  # integers up to this are written without prometheus_client's float formatting
+
+
 def _number(value: float) -> str:
-    """A sample value as prometheus_client writes it (integers, the common case, without its call)."""
-    return f"{value}.0" if value.__class__ is int else floatToGoString(value)
+    """A sample value as prometheus_client writes it (OverflowError for an integer too large for a float)."""
+    return f"{value}.0" if value.__class__ is int and -_EXACT < value < _EXACT else floatToGoString(value)
 
 
 def _help(doc: str, openmetrics: bool) -> str:
@@ -31,38 +34,64 @@ def _help(doc: str, openmetrics: bool) -> str:
     return text.replace('"', r"\"") if openmetrics else text
 
 
-def _family_lines(family: Family, openmetrics: bool, out: list[str]) -> None:
+def _scalar_text(family: Family, key: Key, value: Any) -> str:
+    return f"{family.name}{family.label_text(key)} {_number(value)}\n"
+
+
+def _histogram_text(family: Family, key: Key, series: Any) -> str:
+    name, series = family.name, list(series)  # one consistent copy of this series
+    labels = family.label_text(key)
+    inner = labels[1:-1] + "," if labels else ""
+    lines, total = [], 0
+    for le, count in zip(family.bucket_labels, series, strict=False):  # type: ignore[attr-defined]
+        total += count
+        lines.append(f'{name}_bucket{{{inner}le="{le}"}} {_number(total)}\n')
+    lines.append(f"{name}_count{labels} {_number(total)}\n{name}_sum{labels} {_number(series[-1])}\n")
+    return "".join(lines)
+
+
+def _family_text(family: Family, openmetrics: bool, careful: bool) -> tuple[str, int]:
+    """The family's HELP, TYPE and samples; with `careful`, without the series that cannot be written
+    (returned: the text and how many series were left out)."""
     name, kind = family.name, family.kind
     declared = name[:-len("_total")] if kind == "counter" and openmetrics and name.endswith("_total") else name
-    out.append(f"# HELP {declared} {_help(family.doc, openmetrics)}\n# TYPE {declared} {kind}\n")
-    if kind == "histogram":
-        _histogram_lines(family, out)  # type: ignore[arg-type]
-        return
-    label_text = family.label_text
-    for key, value in family.items():
-        out.append(f"{name}{label_text(key)} {_number(value)}\n")
+    parts = [f"# HELP {declared} {_help(family.doc, openmetrics)}\n# TYPE {declared} {kind}\n"]
+    series_text = _histogram_text if kind == "histogram" else _scalar_text
+    items = list(family.values.items()) if kind == "histogram" else family.items()
+    left_out = 0
+    for key, value in items:
+        if not careful:
+            parts.append(series_text(family, key, value))
+            continue
+        try:
+            text = series_text(family, key, value)
+            text.encode()
+        except (UnicodeEncodeError, OverflowError, ValueError, TypeError):
+            left_out += 1
+            continue
+        parts.append(text)
+    return "".join(parts), left_out
 
 
-def _histogram_lines(family: Histogram, out: list[str]) -> None:
-    name, les = family.name, family.bucket_labels
-    for key, series in list(family.values.items()):
-        series = list(series)  # one consistent copy of this series
-        labels = family.label_text(key)
-        inner = labels[1:-1] + "," if labels else ""
-        total = 0
-        for le, count in zip(les, series, strict=False):
-            total += count
-            out.append(f'{name}_bucket{{{inner}le="{le}"}} {_number(total)}\n')
-        out.append(f"{name}_count{labels} {_number(total)}\n{name}_sum{labels} {_number(series[-1])}\n")
+def _body(families: list[Family], openmetrics: bool, careful: bool) -> tuple[bytes, int]:
+    texts = [_family_text(family, openmetrics, careful) for family in families]
+    body = "".join(text for text, _ in texts) + ("# EOF\n" if openmetrics else "")
+    return body.encode(), sum(left_out for _, left_out in texts)
 
 
-def render(families: Iterable[Family], accept: str | None) -> tuple[bytes, str]:
-    """The exposition body of `families` and its content type, negotiated from `Accept`."""
+def render(families: Iterable[Family], accept: str | None,
+           left_out: Callable[[int], None] = lambda count: None) -> tuple[bytes, str]:
+    """The exposition body of `families` and its content type, negotiated from `Accept`.
+
+    Ingest validation keeps unwritable values out; should one get in anyway (a label value that is not
+    UTF-8, an integer too large for a float), the render is done again without the series holding it,
+    and `left_out(count)` is told how many: /metrics never fails because of one value. The normal path
+    pays nothing for this (the careful render runs only after the fast one failed)."""
     _, content_type = exposition.choose_encoder(accept or "")
-    openmetrics = content_type.startswith(OPENMETRICS)
-    out: list[str] = []
-    for family in list(families):
-        _family_lines(family, openmetrics, out)
-    if openmetrics:
-        out.append("# EOF\n")
-    return "".join(out).encode(), content_type
+    openmetrics, snapshot = content_type.startswith(OPENMETRICS), list(families)
+    try:
+        body, _ = _body(snapshot, openmetrics, careful=False)
+    except (UnicodeEncodeError, OverflowError, ValueError, TypeError):
+        body, count = _body(snapshot, openmetrics, careful=True)
+        left_out(count)
+    return body, content_type

@@ -123,6 +123,8 @@ class Instruments:
                                            "Time to commit one batch of ingest requests to the state database.",
                                            buckets=_DURATION_BUCKETS)
         self.inflight = Gauge("ctxwatch_monitor_inflight_requests", "Ingest requests admitted and not yet answered.")
+        self.unwritable = Counter("ctxwatch_monitor_unwritable_series_total",
+                                  "Series left out of a /metrics render because a value could not be written.")
         # every known label value starts at 0, so rate() sees the first event and panels have data
         for encoding in (wire.PROTOBUF, wire.JSON):
             self.decode_errors.inc((encoding,), 0)
@@ -132,7 +134,7 @@ class Instruments:
         families += [self.onsets, self.loops, self.series_overflow, self.requests, self.request_duration,
                      self.spans_accepted, self.spans_rejected, self.spans_ignored, self.decode_errors,
                      self.loops_tracked, self.evictions, self.db_write_duration, self.inflight]
-        self.metric_set = MetricSet(families)
+        self.metric_set = MetricSet(families, skipped=self.unwritable)
         # label keys of the families keyed by (kind, decision, agent, service), per such tuple (bounded)
         self._base = (self.mutations, self.lost_literals, self.deferrals, self.hash_distance, self.loss_rate,
                       self.pass_number)

@@ -281,14 +281,20 @@ def _escape(value: str) -> str:
 
 
 class MetricSet:
-    """The monitor's families, by name."""
+    """The monitor's families, by name; `skipped` counts series left out of a render because a value
+    could not be written (see `exposition.render`)."""
 
-    def __init__(self, families: Iterable[Family]) -> None:
+    def __init__(self, families: Iterable[Family], skipped: Counter | None = None) -> None:
         self.families: dict[str, Family] = {f.name: f for f in families}
+        self.skipped = skipped
+        if skipped is not None:
+            self.families.setdefault(skipped.name, skipped)
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """The exposition body and its content type, negotiated from `Accept` (OpenMetrics or text)."""
-        return exposition.render(self.families.values(), accept)
+        skipped = self.skipped
+        return exposition.render(self.families.values(), accept,
+                                 lambda count: skipped.inc((), count) if skipped is not None else None)
 
     def series(self) -> int:
         """Exposition series held now, all families."""

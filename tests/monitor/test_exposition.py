@@ -78,3 +78,18 @@ def test_same_samples_as_prometheus_client(accept: str | None, parse) -> None:
     assert ours == theirs
     assert ('ctxwatch_mutations_total', (("agent", 'quo"te'), ("decision", "patch"), ("kind", "compact"),
                                          ("service", "svc"))) in {(k[2], k[3]) for k in ours}
+
+
+@pytest.mark.parametrize("accept,parse", [(None, parse_text), (OPENMETRICS, parse_openmetrics)],
+                         ids=["text", "openmetrics"])
+def test_a_value_that_cannot_be_written_is_left_out_and_counted(accept: str | None, parse) -> None:
+    """Validation keeps such values out of the state; should one get in, /metrics still answers."""
+    instruments = _populated()
+    instruments.mutations.family.inc(("compact", "patch", "lone\ud800surrogate", "svc"))
+    instruments.lost_literals.family.inc(("compact", "patch", "plain", "huge"), 10**400)
+    body, _ = instruments.metric_set.render(accept)
+    samples = _samples(parse(body.decode()))
+    assert not any("surrogate" in str(key) or "huge" in str(key) for key in samples)
+    assert ("ctxwatch_mutations_total", (("agent", "plain"), ("decision", "patch"), ("kind", "compact"),
+                                         ("service", "svc"))) in {(k[2], k[3]) for k in samples}
+    assert instruments.unwritable.values[()] == 2
