@@ -42,9 +42,10 @@ class Unavailable(RuntimeError):
     """The state cannot be written right now (answered with 503 and Retry-After)."""
 
 
-class StateReset(Unavailable):
-    """Applying a request failed part-way; memory was reloaded from the last commit, so nothing applied
-    since then may be committed (every request of the batch is answered 503)."""
+class StateReset(RuntimeError):
+    """Applying a request failed part-way; memory was reloaded from the last commit, so what the batch had
+    applied before it must be applied again (`batches`). The request is answered 400: sent again, it
+    would fail again."""
 
 
 class IngestResult(NamedTuple):
@@ -93,6 +94,7 @@ class Engine:
         for family in persisted:
             family.values.clear()
         self.instruments.metric_set.forget_dirty()
+        self.instruments.forget_labels()
         if self.database is not None:
             for name in ("services", "agents"):
                 for value in self.database.meta(name) or []:

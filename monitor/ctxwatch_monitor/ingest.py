@@ -69,8 +69,9 @@ def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False
     # decoded on the state thread too: one hand-off per batch, no GIL ping-pong with the event loop
     batches = GroupCommit(engine.call, apply_body, engine.commit, poison=(StateReset,))
 
-    def refuse(encoding: str, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-        return Response(error_body(encoding, status, message), status_code=status,
+    def refuse(encoding: str, status: int, message: str, headers: dict[str, str] | None = None,
+               field: str | None = None) -> Response:
+        return Response(error_body(encoding, status, message, field), status_code=status,
                         media_type=media_type(encoding), headers=headers)
 
     def screen(headers: Any) -> tuple[str, Response | None]:
@@ -109,9 +110,11 @@ def ingest_router(engine: Engine, auth: BearerAuth, *, decode_only: bool = False
             return refuse(encoding, exc.status, exc.message)
         except DecodeError as exc:
             engine.instruments.decode_errors.inc((encoding,))
-            return refuse(encoding, 400, str(exc))
+            return refuse(encoding, 400, str(exc), field=exc.field)
         except Unavailable as exc:
             return refuse(encoding, 503, f"{exc}; retry later", retry)
+        except StateReset as exc:
+            return refuse(encoding, 400, f"{exc}; nothing of this request was kept")
         finally:
             admission.leave()
             inflight.set((), admission.current)

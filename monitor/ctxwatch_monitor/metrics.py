@@ -7,6 +7,9 @@ Exposition goes through prometheus_client's text and OpenMetrics encoders, chose
 
 Rendering may run on another thread than the updates: each family is copied with one
 `list(dict.items())`, a single C-level call the GIL makes atomic for these str-tuple keys.
+Ingest validation keeps unwritable values out, but should one get in anyway (a label value that is
+not UTF-8, a number too large for a float), the render is done again without the series holding it,
+which are counted on the `skipped` counter: /metrics never fails because of one value.
 """
 
 from __future__ import annotations
@@ -109,11 +112,50 @@ class Histogram(Family):
         return family
 
 
-class MetricSet:
-    """The monitor's families, as a prometheus_client collector in a private registry."""
+def _writable(sample: Any) -> bool:
+    """Whether the encoders can write this sample: UTF-8 label values and a value that is a float."""
+    try:
+        float(sample.value)
+        for value in sample.labels.values():
+            value.encode()
+    except (TypeError, ValueError, OverflowError, UnicodeEncodeError, AttributeError):
+        return False
+    return True
 
-    def __init__(self, families: Iterable[Family]) -> None:
+
+def _series_key(sample: Any) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in sample.labels.items() if k not in ("le", "quantile")))
+
+
+class _Writable:
+    """A collector yielding the set's metrics without the series holding a sample that cannot be written."""
+
+    def __init__(self, metric_set: MetricSet) -> None:
+        self.metric_set = metric_set
+
+    def collect(self) -> Iterator[Metric]:
+        skipped = 0
+        for metric in list(self.metric_set.collect()):
+            bad = {_series_key(sample) for sample in metric.samples if not _writable(sample)}
+            if bad:
+                kept = [sample for sample in metric.samples if _series_key(sample) not in bad]
+                skipped += len(bad)
+                metric = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+                metric.samples = kept
+            yield metric
+        if skipped and self.metric_set.skipped is not None:
+            self.metric_set.skipped.inc((), skipped)
+
+
+class MetricSet:
+    """The monitor's families, as a prometheus_client collector in a private registry; `skipped` counts
+    series left out of a render because they could not be written."""
+
+    def __init__(self, families: Iterable[Family], skipped: Counter | None = None) -> None:
         self.families: dict[str, Family] = {f.name: f for f in families}
+        self.skipped = skipped
+        if skipped is not None:
+            self.families.setdefault(skipped.name, skipped)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -124,7 +166,10 @@ class MetricSet:
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """The exposition body and its content type, negotiated from `Accept` (OpenMetrics or text)."""
         encoder, content_type = exposition.choose_encoder(accept or "")
-        return encoder(self.registry), content_type
+        try:
+            return encoder(self.registry), content_type
+        except Exception:  # noqa: BLE001 - a value that cannot be written: left out, counted, never a 500
+            return encoder(_Writable(self)), content_type  # type: ignore[arg-type]
 
     def take_dirty(self) -> list[tuple[str, Key, Any]]:
         """(family, labels, value) of every persisted series changed since the last call."""
