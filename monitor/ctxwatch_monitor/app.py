@@ -83,14 +83,27 @@ def create_app(config: MonitorConfig) -> FastAPI:
             except Exception:  # a failed sweep is retried at the next interval (counted as not ready)
                 log.exception("ctxwatch monitor: TTL sweep failed")
 
+    async def gap_expiry() -> None:
+        """Give up, every fraction of `order_wait`, the gaps held spans have waited for long enough."""
+        interval = max(0.05, min(1.0, config.order_wait / 2))
+        while True:
+            await asyncio.sleep(interval)
+            if engine.waiting:
+                try:
+                    await engine.call(engine.expire_gaps)
+                except Exception:  # retried at the next interval
+                    log.exception("ctxwatch monitor: applying held spans failed")
+
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await engine.call(engine.restore)
-        task = asyncio.create_task(sweeper()) if config.loop_ttl and config.sweep_interval else None
+        tasks = [asyncio.create_task(gap_expiry())]
+        if config.loop_ttl and config.sweep_interval:
+            tasks.append(asyncio.create_task(sweeper()))
         try:
             yield
         finally:
-            if task is not None:
+            for task in tasks:
                 task.cancel()
             await asyncio.to_thread(engine.shutdown)
 

@@ -40,6 +40,8 @@ class MonitorConfig:
     max_loops: int = 200_000
     loop_ttl: float = 86_400.0
     history: int = 32
+    order_window: int = 64
+    order_wait: float = 5.0
     label_cap: int = 100
     sync: str = "full"
     retry_after: int = 1
@@ -112,6 +114,8 @@ _OPTIONS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "max_loops": (_positive_int, "loops tracked at most; the least recently seen are evicted"),
     "loop_ttl": (_seconds, "forget a loop not seen for this long (seconds, 0 = never)"),
     "history": (_positive_int, "cycles of history kept per loop"),
+    "order_window": (_positive_int, "spans per loop held ahead of a missing one before its gap is given up"),
+    "order_wait": (_seconds, "seconds a span waits for a missing one before its gap is given up"),
     "label_cap": (_positive_int, "distinct values per metric label before the overflow value"),
     "sync": (_choice("full", "normal"), "SQLite synchronous mode: full survives power loss, normal a crash"),
     "retry_after": (_positive_int, "seconds sent in Retry-After with 429/503"),

@@ -88,6 +88,13 @@ class Instruments:
                                            "Time to commit one batch of ingest requests to the state database.",
                                            buckets=_DURATION_BUCKETS)
         self.inflight = Gauge("ctxwatch_monitor_inflight_requests", "Ingest requests admitted and not yet answered.")
+        self.late_spans = Counter("ctxwatch_monitor_late_spans_total",
+                                  "Mutation spans counted but not applied to their loop: reason=late (behind the "
+                                  "loop's sequence: a duplicate, a span of the episode the loop left, one after its "
+                                  "gap was given up) or unsequenced (no ctxwatch.sequence, from a loop whose guard "
+                                  "numbers its spans).", ("reason",))
+        for reason in ("late", "unsequenced"):
+            self.late_spans.inc((reason,), 0)
         self.unwritable = Counter("ctxwatch_monitor_unwritable_series_total",
                                   "Series left out of a /metrics render because a value could not be written.")
         self.unwritable.inc((), 0)
@@ -99,7 +106,7 @@ class Instruments:
         families: list[Family] = [f.family for f in fleet]
         families += [self.onsets, self.loops, self.requests, self.request_duration, self.spans_accepted,
                      self.spans_rejected, self.spans_ignored, self.decode_errors, self.loops_tracked,
-                     self.evictions, self.db_write_duration, self.inflight]
+                     self.evictions, self.db_write_duration, self.inflight, self.late_spans]
         self.metric_set = MetricSet(families, skipped=self.unwritable)
         # label keys of the families keyed by (kind, decision, agent, service), per such tuple (bounded)
         self._base = (self.mutations, self.lost_literals, self.deferrals, self.hash_distance, self.loss_rate,
