@@ -23,7 +23,7 @@ from .api import api_router
 from .auth import CHALLENGE, BearerAuth
 from .config import MonitorConfig
 from .engine import Engine
-from .ingest import ingest_router
+from .ingest import Receiver, ingest_router
 from .instruments import Instruments
 from .page import mount_page
 from .persistence import Database
@@ -73,6 +73,7 @@ def create_app(config: MonitorConfig) -> FastAPI:
     instruments = Instruments(config.label_cap)
     database = Database(config.state, config.sync) if config.persistent else None
     engine = Engine(config, instruments, database)
+    receiver = Receiver(engine)
     auth = BearerAuth(config.token)
 
     async def sweeper() -> None:
@@ -97,12 +98,14 @@ def create_app(config: MonitorConfig) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await engine.call(engine.restore)
+        receiver.loop = asyncio.get_running_loop()  # from now on OTLP/gRPC exports are served too
         tasks = [asyncio.create_task(gap_expiry())]
         if config.loop_ttl and config.sweep_interval:
             tasks.append(asyncio.create_task(sweeper()))
         try:
             yield
         finally:
+            receiver.loop = None
             for task in tasks:
                 task.cancel()
             await asyncio.to_thread(engine.shutdown)
@@ -110,7 +113,7 @@ def create_app(config: MonitorConfig) -> FastAPI:
     app = FastAPI(title="ctxwatch monitor", version=__version__, lifespan=lifespan,
                   description="Receives ctxwatch mutation spans (OTLP/HTTP) and serves contraction alarms, "
                               "Prometheus metrics, a JSON API and a live page.")
-    app.state.engine = engine
+    app.state.engine, app.state.receiver, app.state.auth = engine, receiver, auth
 
     app.add_middleware(RequestMetrics, instruments=instruments)
 
@@ -119,7 +122,7 @@ def create_app(config: MonitorConfig) -> FastAPI:
         log.error("ctxwatch monitor: internal error %s: %s", type(exc).__name__, exc)
         return JSONResponse({"detail": "internal error"}, status_code=500)
 
-    app.include_router(ingest_router(engine, auth, decode_only=config.bench_endpoints))
+    app.include_router(ingest_router(receiver, auth, decode_only=config.bench_endpoints))
     app.include_router(api_router(engine, auth))
     mount_page(app)
 

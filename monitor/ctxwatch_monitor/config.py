@@ -20,6 +20,8 @@ from typing import Any
 
 ENV_PREFIX = "CTXWATCH_MONITOR_"
 MEMORY_STATE = ":memory:"
+DEFAULT_GRPC_PORT = 4317
+GRPC_OFF = -1
 
 
 class ConfigError(ValueError):
@@ -32,6 +34,7 @@ class MonitorConfig:
 
     host: str = "127.0.0.1"
     port: int = 4318
+    grpc_port: int | None = None   # None: 4317, or a free port when `port` is 0; GRPC_OFF: no gRPC
     state: str = "ctxwatch-monitor.sqlite3"
     token: str | None = None
     metrics_auth: bool = False
@@ -54,6 +57,15 @@ class MonitorConfig:
     def persistent(self) -> bool:
         return self.state != MEMORY_STATE
 
+    @property
+    def grpc_listen_port(self) -> int | None:
+        """The OTLP/gRPC port to bind (0: a free one), None when gRPC is off."""
+        if self.grpc_port == GRPC_OFF:
+            return None
+        if self.grpc_port is None:
+            return 0 if self.port == 0 else DEFAULT_GRPC_PORT
+        return self.grpc_port
+
 
 def _positive_int(text: Any) -> int:
     value = int(text)
@@ -67,6 +79,12 @@ def _port(text: Any) -> int:
     if not 0 <= value <= 65535:
         raise ValueError("must be a TCP port (0-65535; 0 picks a free one)")
     return value
+
+
+def _grpc_port(text: Any) -> int:
+    if str(text).strip().lower() == "off":
+        return GRPC_OFF
+    return _port(text)
 
 
 def _seconds(text: Any) -> float:
@@ -106,6 +124,8 @@ def _text(text: Any) -> str:
 _OPTIONS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "host": (_text, "address to listen on (default 127.0.0.1)"),
     "port": (_port, "TCP port; 0 picks a free one and prints it (default 4318, OTLP/HTTP)"),
+    "grpc_port": (_grpc_port, "OTLP/gRPC port; 0 picks a free one, off disables it (default 4317, or a free "
+                              "one when --port is 0)"),
     "state": (_text, f"SQLite state file; {MEMORY_STATE} keeps state in memory only"),
     "token": (_text, "bearer token required on ingest and the API (default: none)"),
     "metrics_auth": (_bool, "also require the token on /metrics"),

@@ -261,10 +261,12 @@ class Engine:
         changed = False
         for loop_id in list(self.waiting):
             loop = self.store.get(loop_id)
-            if loop is not None and loop.order.pending:
-                before = loop.order.next
+            if loop is not None:
+                before = (loop.order.next, loop.episode)
                 self.sequencer.expire(loop, now)
-                changed = changed or loop.order.next != before
+                if (loop.order.next, loop.episode) != before:
+                    changed = True
+                    self.store.dirty.add(loop_id)
             if loop is None or not loop.order.waiting:
                 self.waiting.discard(loop_id)
         if changed:

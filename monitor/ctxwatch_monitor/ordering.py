@@ -16,7 +16,9 @@ for the rest of the episode (`source` = guard, with the reason) instead of guess
 
 Episodes: a span with another episode number than the loop's opens a candidate episode, buffered
 aside while the loop's own episode goes on; the loop switches to it once two spans of it (two distinct
-sequence numbers) have arrived, whatever their numbers and end times. One forged span therefore
+sequence numbers) have arrived, whatever their end times. A lower episode number (the fresh guard of a
+restarted process counts from 0 again, but so do the spans of the episodes before, arriving late)
+also needs the loop's own episode to have been quiet for `wait` seconds. One forged span therefore
 cannot reset a loop's detector or clear its alarm, and it leaves no mark on the loop's later spans.
 Spans of the episode the loop left are late. The first span of a loop sets its episode directly.
 """
@@ -54,7 +56,8 @@ def _record(stored: list[Any]) -> MutationRecord:
 class LoopOrder:
     """Where a loop is in its guard's sequence, the spans held ahead of it, and whose state it shows."""
 
-    __slots__ = ("next", "pending", "since", "candidate", "candidates", "previous", "source", "reason", "gap")
+    __slots__ = ("next", "pending", "since", "candidate", "candidates", "previous", "source", "reason", "gap",
+                 "seen")
 
     def __init__(self) -> None:
         self.next = 1                                    # the sequence number expected next in the episode
@@ -66,6 +69,7 @@ class LoopOrder:
         self.source = MONITOR
         self.reason: str | None = None                   # why the loop follows the guard's state
         self.gap: str | None = None                      # the last gap given up in the episode
+        self.seen = 0.0                                  # when a span of the episode last arrived
 
     @property
     def waiting(self) -> bool:
@@ -79,7 +83,7 @@ class LoopOrder:
     def to_json(self) -> str:
         return json.dumps({"next": self.next, "since": self.since, "candidate": self.candidate,
                            "previous": self.previous, "source": self.source, "reason": self.reason,
-                           "gap": self.gap,
+                           "gap": self.gap, "seen": self.seen,
                            "pending": [_stored(r) for r in self.pending.values()],
                            "candidates": [_stored(r) for r in self.candidates.values()]}, separators=(",", ":"))
 
@@ -90,7 +94,7 @@ class LoopOrder:
             data = json.loads(text)
             order.next, order.since, order.candidate = data["next"], data["since"], data["candidate"]
             order.previous, order.source, order.reason = data["previous"], data["source"], data["reason"]
-            order.gap = data["gap"]
+            order.gap, order.seen = data["gap"], data["seen"]
             order.pending = {r.sequence: r for r in map(_record, data["pending"])}
             order.candidates = {r.sequence: r for r in map(_record, data["candidates"])}
         return order
@@ -118,6 +122,7 @@ class Sequencer:
             if record.episode == order.previous:
                 return False
             return self._candidate(loop, record, now)
+        order.seen = now
         if sequence < order.next or sequence in order.pending:
             return False
         if sequence == order.next and not order.pending:
@@ -133,8 +138,10 @@ class Sequencer:
         return True
 
     def expire(self, loop: Any, now: float) -> None:
-        """Give up the gap a held span has waited `wait` seconds for; apply what follows it."""
+        """Give up the gap a held span has waited `wait` seconds for, apply what follows it; switch to a
+        candidate episode whose wait is over."""
         order: LoopOrder = loop.order
+        self._maybe_switch(loop, now)
         while order.pending and order.since is not None and now - order.since >= self.wait:
             self._skip_gap(loop, now, f"not received within {self.wait:g} s")
 
@@ -163,17 +170,24 @@ class Sequencer:
         order: LoopOrder = loop.order
         if order.candidate != record.episode:
             order.candidate, order.candidates = record.episode, {}
-        if record.sequence in order.candidates or len(order.candidates) >= self.window:
-            return False
-        order.candidates[record.sequence] = record
-        if len(order.candidates) < EPISODE_CONFIRMATIONS:
-            return True
+        fresh = record.sequence not in order.candidates and len(order.candidates) < self.window
+        if fresh:
+            order.candidates[record.sequence] = record
+        self._maybe_switch(loop, now)
+        return fresh
+
+    def _maybe_switch(self, loop: Any, now: float) -> None:
+        """Switch the loop to its candidate episode once confirmed (see the module docstring)."""
+        order: LoopOrder = loop.order
+        if order.candidate is None or len(order.candidates) < EPISODE_CONFIRMATIONS:
+            return
+        if order.candidate < loop.episode and now - order.seen < self.wait:
+            return  # the loop's own episode is still under way: these may be spans of an episode before
         while order.pending:  # what the episode left behind is applied before it ends
             self._skip_gap(loop, now, "its episode ended")
         held, left = order.candidates, loop.episode
-        self._new_episode(loop, record.episode, now)
+        self._new_episode(loop, order.candidate, now)
         order.previous, order.candidate, order.candidates = left, None, {}
-        order.next, order.pending, order.since = 1, held, now
+        order.next, order.pending, order.since, order.seen = 1, held, now, now
         order.source, order.reason, order.gap = MONITOR, None, None
         self._drain(loop, now)
-        return True

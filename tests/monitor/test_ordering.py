@@ -188,3 +188,20 @@ def test_a_flood_of_loop_ids_does_not_evict_contracting_loops(tmp_path: Path) ->
         assert {a["loop_id"] for a in monitor.get("/api/alarms").json()["alarms"]} == alarmed
     finally:
         monitor.stop()
+
+
+def test_a_restarted_guard_counting_from_episode_0_is_followed_once_the_old_one_is_quiet(
+        ordered_monitor: MonitorProcess) -> None:
+    protobuf = {"Content-Type": "application/x-protobuf"}
+    old = [_span("restarted", s, s, **{semconv.EPISODE: 2}) for s in (1, 2, 3)]
+    assert ordered_monitor.post("/v1/traces", content=request(*old), headers=protobuf).status_code == 200
+    fresh = [_span("restarted", s, s) for s in (1, 2)]  # the new process: episode 0 again
+    assert ordered_monitor.post("/v1/traces", content=request(*fresh[:1]), headers=protobuf).status_code == 200
+    assert ordered_monitor.get("/api/loops/restarted").json()["episode"] == 2  # spans of an episode before?
+    view: dict[str, Any] = {}
+    for _ in range(100):  # once the old guard has been quiet for order_wait, its successor takes the loop over
+        ordered_monitor.post("/v1/traces", content=request(fresh[1]), headers=protobuf)
+        view = ordered_monitor.get("/api/loops/restarted").json()
+        if view["episode"] == 0:
+            break
+    assert view["episode"] == 0 and view["sequence"] == 2 and view["source"] == "monitor"
