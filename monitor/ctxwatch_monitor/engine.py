@@ -29,7 +29,7 @@ from ctxwatch.contraction import STATES, ContractionDetector, DetectorConfig
 from .config import MonitorConfig
 from .instruments import Instruments
 from .loops import CONTRACTING, LoopState, LoopStore
-from .ordering import GUARD, MONITOR, LoopOrder, Sequencer
+from .ordering import GUARD, HELD, LATE, MONITOR, LoopOrder, Sequencer
 from .otlp import RawSpan
 from .persistence import Database
 from .records import MutationRecord, Rejected, validate
@@ -190,8 +190,11 @@ class Engine:
             else:
                 self._apply_unsequenced(loop, record, now)
             return loop.labels
-        if not self.sequencer.offer(loop, record, now):
+        outcome = self.sequencer.offer(loop, record, now)
+        if outcome == LATE:
             self.instruments.late_spans.inc(("late",))
+        elif outcome == HELD:
+            self.instruments.held_spans.inc(())
         if loop.order.waiting:
             self.waiting.add(loop.loop_id)
         else:

@@ -95,6 +95,10 @@ class Instruments:
                                   "numbers its spans).", ("reason",))
         for reason in ("late", "unsequenced"):
             self.late_spans.inc((reason,), 0)
+        self.held_spans = Counter("ctxwatch_monitor_spans_held_total",
+                                  "Mutation spans that arrived before an earlier span of their loop and waited "
+                                  "for it (or for a second span of a new episode).")
+        self.held_spans.inc((), 0)
         self.unwritable = Counter("ctxwatch_monitor_unwritable_series_total",
                                   "Series left out of a /metrics render because a value could not be written.")
         self.unwritable.inc((), 0)
@@ -106,7 +110,8 @@ class Instruments:
         families: list[Family] = [f.family for f in fleet]
         families += [self.onsets, self.loops, self.requests, self.request_duration, self.spans_accepted,
                      self.spans_rejected, self.spans_ignored, self.decode_errors, self.loops_tracked,
-                     self.evictions, self.db_write_duration, self.inflight, self.late_spans]
+                     self.evictions, self.db_write_duration, self.inflight, self.late_spans,
+                     self.held_spans]
         self.metric_set = MetricSet(families, skipped=self.unwritable)
         # label keys of the families keyed by (kind, decision, agent, service), per such tuple (bounded)
         self._base = (self.mutations, self.lost_literals, self.deferrals, self.hash_distance, self.loss_rate,

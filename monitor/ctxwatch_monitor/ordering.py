@@ -36,6 +36,7 @@ from .records import AGENT_NAME, MutationRecord
 MONITOR = "monitor"   # the loop's state is the monitor's own detector, fed every cycle in order
 GUARD = "guard"       # a cycle is missing: the loop follows the state the guard reports
 EPISODE_CONFIRMATIONS = 2  # spans of a new episode needed before the loop switches to it
+APPLIED, HELD, LATE = "applied", "held", "late"  # what became of an offered span
 
 # what a held span keeps: enough to apply it later (the fleet metrics counted it on arrival)
 _STORED = (semconv.MUTATION_KIND, semconv.DECISION, semconv.HASH_DISTANCE, semconv.LITERALS_BEFORE,
@@ -114,28 +115,30 @@ class Sequencer:
         self.window, self.wait = window, wait
         self._apply, self._new_episode = apply, new_episode
 
-    def offer(self, loop: Any, record: MutationRecord, now: float) -> bool:
-        """Take one span; False when it is late (counted by the caller, not applied)."""
+    def offer(self, loop: Any, record: MutationRecord, now: float) -> str:
+        """Take one span: APPLIED (with those it released), HELD (ahead of a missing one, or a span of a
+        candidate episode) or LATE (counted by the caller, not applied)."""
         order: LoopOrder = loop.order
         sequence = record.sequence
         if record.episode != loop.episode:
             if record.episode == order.previous:
-                return False
-            return self._candidate(loop, record, now)
+                return LATE
+            return HELD if self._candidate(loop, record, now) else LATE
         order.seen = now
         if sequence < order.next or sequence in order.pending:
-            return False
+            return LATE
         if sequence == order.next and not order.pending:
             order.next += 1
             self._apply(loop, record, now)
-            return True
+            return APPLIED
+        held = sequence != order.next
         order.pending[sequence] = record
         if order.since is None:
             order.since = now
         self._drain(loop, now)
         while len(order.pending) > self.window:
             self._skip_gap(loop, now, "the reorder window is full")
-        return True
+        return HELD if held else APPLIED
 
     def expire(self, loop: Any, now: float) -> None:
         """Give up the gap a held span has waited `wait` seconds for, apply what follows it; switch to a

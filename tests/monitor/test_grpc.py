@@ -50,16 +50,6 @@ def status_details(error: grpc.RpcError) -> status_pb2.Status:
     return status_pb2.Status.FromString(raw)
 
 
-@pytest.fixture
-def monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
-    proc = MonitorProcess(tmp_path / "state.sqlite3").start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-        assert "Invalid HTTP request" not in proc.stderr()
-
-
 def test_the_sdk_grpc_exporter_delivers_a_guards_spans(monitor: MonitorProcess) -> None:
     provider = TracerProvider(resource=Resource.create({"service.name": "grpc-agent"}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint="http://" + monitor.grpc_target,
