@@ -31,7 +31,7 @@ from .api import api_router
 from .auth import CHALLENGE, BearerAuth
 from .config import MonitorConfig
 from .engine import Engine
-from .ingest import ingest_router
+from .ingest import Receiver, ingest_router
 from .instruments import Instruments
 from .page import mount_page
 from .persistence import Database
@@ -86,6 +86,7 @@ def create_app(config: MonitorConfig) -> FastAPI:
     except BaseException:
         engine.shutdown()
         raise
+    receiver = Receiver(engine)
     auth = BearerAuth(config.token)
     renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxwatch-metrics")
 
@@ -97,13 +98,28 @@ def create_app(config: MonitorConfig) -> FastAPI:
             except Exception:  # a failed sweep is retried at the next interval (counted as not ready)
                 log.exception("ctxwatch monitor: TTL sweep failed")
 
+    async def gap_expiry() -> None:
+        """Give up, every fraction of `order_wait`, the gaps held spans have waited for long enough."""
+        interval = max(0.05, min(1.0, config.order_wait / 2))
+        while True:
+            await asyncio.sleep(interval)
+            if engine.waiting:
+                try:
+                    await engine.call(engine.expire_gaps)
+                except Exception:  # retried at the next interval
+                    log.exception("ctxwatch monitor: applying held spans failed")
+
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        task = asyncio.create_task(sweeper()) if config.sweep_interval else None
+        receiver.loop = asyncio.get_running_loop()  # from now on OTLP/gRPC exports are served too
+        tasks = [asyncio.create_task(gap_expiry())]
+        if config.sweep_interval:  # loops past their TTL and label values past theirs
+            tasks.append(asyncio.create_task(sweeper()))
         try:
             yield
         finally:
-            if task is not None:
+            receiver.loop = None
+            for task in tasks:
                 task.cancel()
             renderer.shutdown(wait=True)
             await asyncio.to_thread(engine.shutdown)
@@ -111,7 +127,7 @@ def create_app(config: MonitorConfig) -> FastAPI:
     app = FastAPI(title="ctxwatch monitor", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Receives ctxwatch mutation spans (OTLP/HTTP) and serves contraction alarms, "
                               "Prometheus metrics, a JSON API and a live page.")
-    app.state.engine = engine
+    app.state.engine, app.state.receiver, app.state.auth = engine, receiver, auth
 
     app.add_middleware(RequestMetrics, instruments=instruments)
 
@@ -120,7 +136,7 @@ def create_app(config: MonitorConfig) -> FastAPI:
         log.error("ctxwatch monitor: internal error %s: %s", type(exc).__name__, exc)
         return JSONResponse({"detail": "internal error"}, status_code=500)
 
-    app.include_router(ingest_router(engine, auth, decode_only=config.bench_endpoints))
+    app.include_router(ingest_router(receiver, auth, decode_only=config.bench_endpoints))
     app.include_router(api_router(engine, auth))
     mount_page(app)
 

@@ -123,6 +123,16 @@ class Instruments:
                                            "Time to commit one batch of ingest requests to the state database.",
                                            buckets=_DURATION_BUCKETS)
         self.inflight = Gauge("ctxwatch_monitor_inflight_requests", "Ingest requests admitted and not yet answered.")
+        self.late_spans = Counter("ctxwatch_monitor_late_spans_total",
+                                  "Mutation spans counted but not applied to their loop: reason=late (behind the "
+                                  "loop's sequence: a duplicate, a span of the episode the loop left, one after its "
+                                  "gap was given up) or unsequenced (no ctxwatch.sequence, from a loop whose guard "
+                                  "numbers its spans).", ("reason",))
+        for reason in ("late", "unsequenced"):
+            self.late_spans.inc((reason,), 0)
+        self.held_spans = Counter("ctxwatch_monitor_spans_held_total",
+                                  "Mutation spans that arrived before an earlier span of their loop and waited "
+                                  "for it (or for a second span of a new episode).")
         self.unwritable = Counter("ctxwatch_monitor_unwritable_series_total",
                                   "Series left out of a /metrics render because a value could not be written.")
         # every known label value starts at 0, so rate() sees the first event and panels have data
@@ -133,13 +143,20 @@ class Instruments:
         families: list[Family] = [f.family for f in fleet]
         families += [self.onsets, self.loops, self.series_overflow, self.requests, self.request_duration,
                      self.spans_accepted, self.spans_rejected, self.spans_ignored, self.decode_errors,
-                     self.loops_tracked, self.evictions, self.db_write_duration, self.inflight]
+                     self.loops_tracked, self.evictions, self.db_write_duration, self.inflight, self.late_spans,
+                     self.held_spans]
         self.metric_set = MetricSet(families, skipped=self.unwritable)
         # label keys of the families keyed by (kind, decision, agent, service), per such tuple (bounded)
         self._base = (self.mutations, self.lost_literals, self.deferrals, self.hash_distance, self.loss_rate,
                       self.pass_number)
         self._key_cache: dict[tuple[str, str, str, str], tuple[Key, ...]] = {}
         self._pairs: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def forget_labels(self) -> None:
+        """Forget the admitted agent and service names (before the state is reloaded from the database)."""
+        self.services = BoundedLabel(self.services.cap)
+        self.agents = BoundedLabel(self.agents.cap)
+        self._pairs.clear()
 
     def label_pair(self, service: str, agent: str) -> tuple[str, str]:
         """The bounded (service, agent) label values of a loop (one shared tuple per distinct pair)."""
