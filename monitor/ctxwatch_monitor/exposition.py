@@ -39,15 +39,14 @@ def _scalar_text(family: Family, key: Key, value: Any) -> str:
 
 
 def _histogram_text(family: Family, key: Key, series: Any) -> str:
-    name, series = family.name, list(series)  # one consistent copy of this series
-    labels = family.label_text(key)
-    inner = labels[1:-1] + "," if labels else ""
+    buckets, count, total_sum = family.prefixes(key)  # type: ignore[attr-defined]
+    series = list(series)  # one consistent copy of this series
     lines, total = [], 0
-    for le, count in zip(family.bucket_labels, series, strict=False):  # type: ignore[attr-defined]
-        total += count
-        lines.append(f'{name}_bucket{{{inner}le="{le}"}} {_number(total)}\n')
-    lines.append(f"{name}_count{labels} {_number(total)}\n{name}_sum{labels} {_number(series[-1])}\n")
-    return "".join(lines)
+    for prefix, n in zip(buckets, series, strict=False):
+        total += n
+        lines.append(prefix + _number(total))
+    lines.append(f"{count}{_number(total)}\n{total_sum}{_number(series[-1])}\n")
+    return "\n".join(lines)
 
 
 def _family_text(family: Family, openmetrics: bool, careful: bool) -> tuple[str, int]:

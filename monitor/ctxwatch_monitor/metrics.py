@@ -98,6 +98,9 @@ class Family:
             text = self._label_texts[key] = "{" + ",".join(pairs) + "}" if key else ""
         return text
 
+    def _forget_texts(self, key: Key) -> None:
+        self._label_texts.pop(key, None)
+
     def items(self) -> list[tuple[Key, Any]]:
         """A snapshot of (labels, value) of every series to expose."""
         return list(self.values.items())
@@ -126,7 +129,7 @@ class Family:
 
     def _drop(self, key: Key) -> None:
         del self.values[key]
-        self._label_texts.pop(key, None)
+        self._forget_texts(key)
         if self._budgeted() and self.overflow_key(key) != key:
             self.budget.release(self.name, self.cost)  # type: ignore[union-attr]
         if self.persist:
@@ -207,7 +210,7 @@ class Gauge(Family):
             values[key] = value
         else:
             del values[key]
-            self._label_texts.pop(key, None)
+            self._forget_texts(key)
             if key in self._admitted and self.overflow_key(key) != key:
                 self._admitted.discard(key)
                 self.budget.release(self.name, self.cost)  # type: ignore[union-attr]
@@ -245,7 +248,23 @@ class Histogram(Family):
         self.buckets = tuple(sorted(float(b) for b in buckets if math.isfinite(b)))
         self.bucket_labels = [floatToGoString(b) for b in self.buckets] + ["+Inf"]
         self.cost = len(self.bucket_labels) + 2  # the buckets, _sum and _count
+        self._prefixes: dict[Key, tuple[list[str], str, str]] = {}
         super().__init__(name, doc, labelnames, persist=persist, wire=wire, budget=budget)
+
+    def prefixes(self, key: Key) -> tuple[list[str], str, str]:
+        """The text before the value of each bucket line, the `_count` line and the `_sum` line of a
+        series, formatted once."""
+        found = self._prefixes.get(key)
+        if found is None:
+            name, labels = self.name, self.label_text(key)
+            inner = labels[1:-1] + "," if labels else ""
+            found = self._prefixes[key] = ([f'{name}_bucket{{{inner}le="{le}"}} ' for le in self.bucket_labels],
+                                           f"{name}_count{labels} ", f"{name}_sum{labels} ")
+        return found
+
+    def _forget_texts(self, key: Key) -> None:
+        super()._forget_texts(key)
+        self._prefixes.pop(key, None)
 
     def zero(self) -> list[float]:
         return [0] * (len(self.buckets) + 1) + [0.0]
