@@ -282,8 +282,8 @@ class Engine:
         self._persist(labels=True)
         return evicted
 
-    def check_disk(self) -> bool:
-        """After a failed write: whether the state file takes a write again (clears `disk_error`)."""
+    def check_disk(self) -> None:
+        """After a failed write: try a small write; clears `disk_error` when the state file takes it."""
         if self.disk_error is not None and self.database is not None:
             try:
                 self.database.probe()
@@ -291,7 +291,6 @@ class Engine:
                 self.disk_error = str(exc)
             else:
                 self.disk_error = None
-        return self.disk_error is None
 
     # --- persistence -----------------------------------------------------------------------------------
     def _persist(self, labels: bool = False) -> None:

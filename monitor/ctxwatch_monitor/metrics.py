@@ -166,10 +166,6 @@ class Family:
             self.removed.add(key)
             self.dirty.add(target)
 
-    def series(self) -> int:
-        """Exposition series this family holds now."""
-        return len(self.values) * self.cost
-
 
 class Counter(Family):
     kind = "counter"
@@ -233,9 +229,6 @@ class Gauge(Family):
             if key in merged:
                 merged[key] += value
         return [(k, v) for k, v in shown if k not in merged] + list(merged.items())
-
-    def series(self) -> int:
-        return len(self.items())
 
 
 class Histogram(Family):
@@ -314,10 +307,6 @@ class MetricSet:
         skipped = self.skipped
         return exposition.render(self.families.values(), accept,
                                  lambda count: skipped.inc((), count) if skipped is not None else None)
-
-    def series(self) -> int:
-        """Exposition series held now, all families."""
-        return sum(f.series() for f in self.families.values())
 
     def take_dirty(self) -> tuple[list[tuple[str, Key, Any]], list[tuple[str, Key]]]:
         """(family, labels, value) of every persisted series changed since the last call, and
