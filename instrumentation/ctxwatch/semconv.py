@@ -60,6 +60,10 @@ VIOLATIONS = "ctxwatch.violations"
 WARNINGS = "ctxwatch.warnings"
 CONTRACTION_STATE = "ctxwatch.contraction.state"
 EPISODE = "ctxwatch.episode"
+# From the telemetry layer, per loop and episode: what lets a consumer order a loop's spans whatever
+# their arrival order, notice a gap (a span sampled out or lost) and know the guard's detector state.
+SEQUENCE = "ctxwatch.sequence"                 # 1, 2, ... for every span of the loop in the episode
+CONTRACTION_CYCLE = "ctxwatch.contraction.cycle"  # the guard's detector cycles in the episode, after this one
 MESSAGES_BEFORE = "ctxwatch.messages.before"
 MESSAGES_AFTER = "ctxwatch.messages.after"
 SIZE_BEFORE = "ctxwatch.size.before"
@@ -114,6 +118,14 @@ def is_applied_rewrite(kind: str, decision: str) -> bool:
     are on their spans, and leaving them out keeps an agent that retries a refused rewrite from weighting
     the distributions with its retries. Guard telemetry and the monitor both decide with this one rule."""
     return decision == "patch" and kind != "append"
+
+
+def feeds_detector(kind: str, decision: str, hash_distance: float | None) -> bool:
+    """Whether a mutation was a cycle of the contraction detector: it carries the cycle's hash distance,
+    which the guard computes only when it runs the contraction check (an applied rewrite, or the halt that
+    check decides). Appends and refused rewrites carry none. The guard's telemetry counts the detector's
+    cycles with this rule (``ctxwatch.contraction.cycle``) and the monitor feeds its detector with it."""
+    return hash_distance is not None and kind != "append" and decision in ("patch", "halt")
 
 
 # --- GenAI names -------------------------------------------------------------------------------
@@ -184,6 +196,8 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(WARNINGS, "string[]", "report (empty list when none)"),
     AttributeSpec(CONTRACTION_STATE, "string", "report"),
     AttributeSpec(EPISODE, "int", "report, from the first new_episode() on (absent means 0)"),
+    AttributeSpec(SEQUENCE, "int", "telemetry: 1-based, +1 for every span of the loop in the episode"),
+    AttributeSpec(CONTRACTION_CYCLE, "int", "telemetry: the guard's detector cycles in the episode after this one"),
     AttributeSpec(RESIDUAL_PRESSURE, "int", "report, when the pass cap is reached"),
     AttributeSpec(DEFERRAL_ID, "int", "report, on defer"),
     AttributeSpec(DEFERRAL_RESOLUTION, "string", "report, when a deferred rewrite was applied as whole_pairs"),

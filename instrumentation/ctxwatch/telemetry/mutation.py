@@ -25,6 +25,7 @@ from ..report import MUTATION_KINDS, Report
 from . import content, spans
 from .failures import record_failure
 from .metrics import Instruments, instruments_for
+from .sequence import LoopSequences
 
 
 def _package_version() -> str:
@@ -55,6 +56,7 @@ class MutationTelemetry:
         self.capture_content = (semconv.capture_content_enabled(env) if capture_content is None
                                 else capture_content)
         self._tracer_provider = tracer_provider
+        self._sequences = LoopSequences()
         self._tracer: trace.Tracer = trace.NoOpTracer()
         self._instruments: Instruments | None = None
         self._follows_global = meter_provider is None
@@ -117,11 +119,14 @@ class MutationTelemetry:
     def _finish(self, handle: MutationHandle, report: Report) -> None:
         try:
             violations, warnings = (report.violations, report.warnings) if report.findings else ([], [])
+            # numbered even when no span is recorded (not sampled, no SDK yet): the gap is what a consumer sees
+            numbering = self._sequences.next(report.loop_id or handle.loop_id or "", report.episode, report.kind,
+                                             report.decision, report.hash_distance)
         except Exception as exc:  # noqa: BLE001 - not a report: counted, nothing recorded
             self.failure("end", exc)
             return
         if self._traces:
-            handle.span = self._record_span(handle, report, violations, warnings)
+            handle.span = self._record_span(handle, report, violations, warnings, numbering)
         instruments = self._current_instruments()
         if instruments is not None:
             try:
@@ -131,12 +136,13 @@ class MutationTelemetry:
                 self.failure("end", exc)
 
     def _record_span(self, handle: MutationHandle, report: Report, violations: list[str],
-                     warnings: list[str]) -> Any:
+                     warnings: list[str], numbering: tuple[int, int]) -> Any:
         """Start the attempt's span with every attribute, set its status and content, end it."""
         try:
             error_type = spans.error_type(report)
             attrs = spans.report_attributes(handle.start_attributes(), self.names, report, violations, warnings,
                                             error_type)
+            attrs[semconv.SEQUENCE], attrs[semconv.CONTRACTION_CYCLE] = numbering
             if self.capture_content:
                 attrs.update(content.lost_literal_attributes(report))
         except Exception as exc:  # noqa: BLE001 - telemetry fails open
