@@ -66,6 +66,35 @@ class FormatBridge:
         return out
 
 
+    def checked(self, messages: Sequence[Message], raw: Any) -> Any:
+        """`raw` (the caller's objects for `messages`), in its shape, as long as it still holds exactly
+        the `messages` the guard checked. An object the caller edited in place since is replaced by the
+        guard's own rendering of the checked message: the guard never hands back what it did not check."""
+        try:
+            now = self.to_model(raw)
+        except (InvalidContextError, ValueError, TypeError):
+            now = None
+        if now is not None and [m.digest for m in now] == [m.digest for m in messages]:
+            return copy_shape(raw)
+        try:
+            return self.to_caller(messages, raw)
+        except (InvalidContextError, ValueError, TypeError):
+            return self.to_caller(messages, [])
+
+
+def extended(raw: Any, items: Sequence[Any]) -> Any:
+    """The caller's context `raw` (a list or a request dict) with `items` appended to its messages."""
+    if isinstance(raw, dict):
+        return {**raw, "messages": [*raw.get("messages", ()), *items]}
+    return [*raw, *items]
+
+
+def tail_items(raw: Any, count: int) -> list[Any]:
+    """The caller's objects of the last `count` messages of `raw` (a list or a request dict)."""
+    items = raw.get("messages", ()) if isinstance(raw, dict) else raw
+    return list(items[len(items) - count:]) if count else []
+
+
 def copy_shape(data: Any) -> Any:
     """A shallow copy of a caller's context in its own shape: a list, or a request dict whose
     message list is copied (so the guard's copy never shares a list the caller may mutate)."""
