@@ -449,6 +449,8 @@ class ContextGuard:
                 "in the queue for the next session boundary", action="warn")), raw)
         conv_change = Change.between(base.context, converted.messages, change.kind, base.digests)
         conv = self._evaluate(base, conv_change, tools, None, True, prefix_change_allowed=True)
+        if conv.decision == "halt":
+            return _Outcome(conv, raw)  # the alarm judges the rewrite as it would be applied: the loop halts
         if conv.decision != "patch":
             return None
         conv = _with_finding(conv, Finding(
