@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import cast
 
 from .errors import (
     ContextRewriteInvalidatesPlanError,
@@ -20,7 +21,7 @@ from .errors import (
     PassCapReachedError,
     PolicyMutationError,
 )
-from .report import INVARIANTS, Decision, Finding, stricter
+from .report import INVARIANTS, Action, Decision, Finding, stricter
 
 DEFAULT_ENFORCEMENT: dict[str, str] = {
     "prefix_identity": "defer",       # record 000: alters the consumed prefix, no pair straddles: defer
@@ -102,7 +103,7 @@ def apply_table(findings: list[Finding], table: Mapping[str, str]) -> list[Findi
         if action == "off":
             continue
         if f.action != "warn":
-            wanted = "warn" if action == "warn" else stricter(action, f.action)
+            wanted = cast(Action, "warn" if action == "warn" else stricter(cast(Decision, action), f.action))
             if wanted != f.action:
                 f = replace(f, action=wanted)
         out.append(f)

@@ -10,16 +10,19 @@ unchanged message is not converted twice.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidContextError
 from .model import Message, ToolSchema
+
+if TYPE_CHECKING:
+    from .adapters import Converter
 
 
 class FormatBridge:
     def __init__(self, format: str | None = None) -> None:
         self.format = format
-        self._converter = None
+        self._converter: Converter | None = None
 
     def to_model(self, data: Any) -> tuple[Message, ...]:
         if isinstance(data, (list, tuple)) and not data:
@@ -45,7 +48,7 @@ class FormatBridge:
         fmt = self.format if self.format not in (None, "ctxwatch", "langchain") else None
         return to_tool_schemas(tools, fmt)
 
-    def to_caller(self, messages: Sequence[Message], reference: Sequence[Any]) -> list[Any]:
+    def to_caller(self, messages: Sequence[Message], reference: Any) -> Any:
         """`messages` in the caller's format, reusing the caller's objects from `reference` where unchanged."""
         if self.format in (None, "ctxwatch"):
             return list(messages)
