@@ -275,3 +275,17 @@ def test_what_the_guard_measures_does_not_depend_on_where_observe_is_called(fmt)
 def test_provider_rules_name_the_message_that_breaks_them(fmt, problem, messages):
     problems = provider_problems(to_messages(messages, fmt), fmt)
     assert problems and problem in problems[0] and problems[0].startswith("message ")
+
+
+def test_a_message_repeated_in_the_context_and_dropped_once_is_removed_once():
+    """Two identical answers ("Done.") in two tasks; a rewrite drops the first: one removal, not two
+    (the fingerprint and the literal counts follow the removals, so a miscount broke later checks)."""
+    from ctxwatch.diff import Change
+    from ctxwatch.model import Context, Message
+
+    done, other = Message("assistant", "Done."), Message("user", "next task")
+    before = Context((Message("system", "s"), done, other, done, Message("user", "last")), 5)
+    change = Change.between(before, (before.messages[0], other, done, Message("user", "summary"), before.messages[4]),
+                            "compact")
+    assert len(change.before.messages) - len(change.removed) + len(change.added) == len(change.after)
+    assert [i for i, _ in change.removed] == [1] and [i for i, _ in change.added] == [3]
