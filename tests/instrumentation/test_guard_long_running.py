@@ -64,22 +64,38 @@ def naive_summarizer(messages: list[dict], keep_first: int, fmt: str) -> list[di
         cut += 1
     items = sorted(set(re.findall(r"SKU-\d{5}", json.dumps(body[:cut]))))
     summary = {"role": "user", "content": f"Summary of {cut} earlier messages: stock levels of {', '.join(items)}."}
+    if fmt == "openai_responses":
+        summary["type"] = "message"
     return messages[:keep_first] + [summary] + body[cut:]
 
 
 def starts_a_turn(message: dict, fmt: str) -> bool:
+    if fmt == "openai_responses":
+        return message["type"] != "function_call_output"
     return message["role"] == "assistant" if fmt == "anthropic" else message["role"] != "tool"
+
+
+def responses_model_turn(turn: int) -> list[dict]:
+    if turn % 4 == 3:
+        return [{"type": "message", "role": "assistant", "content": [
+                    {"type": "output_text", "text": f"Item {turn} is in aisle {turn % 17}."}]},
+                {"type": "message", "role": "user", "content": f"Now check SKU-{turn + 1:05d}."}]
+    return [{"type": "function_call", "call_id": f"fc_{turn:04d}", "name": "lookup",
+             "arguments": json.dumps({"sku": f"SKU-{turn:05d}"})},
+            {"type": "function_call_output", "call_id": f"fc_{turn:04d}", "output": f"SKU-{turn:05d}: {turn * 7}"}]
 
 
 LOOPS = {
     "openai_chat": (openai_model_turn, [{"role": "system", "content": SYSTEM},
                                         {"role": "user", "content": "Check SKU-00000."}], 1),
     "anthropic": (anthropic_model_turn, [{"role": "user", "content": "Check SKU-00000."}], 0),
+    "openai_responses": (responses_model_turn, [{"type": "message", "role": "developer", "content": SYSTEM},
+                                                {"type": "message", "role": "user", "content": "Check SKU-00000."}], 1),
 }
 
 
 def marker_count(message: dict) -> int | None:
-    text = message["content"] if isinstance(message["content"], str) else json.dumps(message["content"])
+    text = json.dumps(message.get("content", ""))
     if ELISION_PREFIX not in text:
         return None
     return int(re.search(r"\): (\d+) messages in \d+ whole units", text).group(1))
@@ -105,7 +121,7 @@ def digests(messages: list[dict], fmt: str) -> list[int]:
     return [m.digest for m in to_messages(messages, fmt)]
 
 
-@pytest.mark.parametrize("fmt", ["openai_chat", "anthropic"])
+@pytest.mark.parametrize("fmt", ["openai_chat", "anthropic", "openai_responses"])
 def test_a_300_turn_loop_compacting_at_the_awkward_point_loses_nothing_and_stays_bounded(fmt):
     guard = ContextGuard(f"long-{fmt}", format=fmt)
     compactions = run_loop(fmt, guard)
@@ -119,14 +135,14 @@ def test_a_300_turn_loop_compacting_at_the_awkward_point_loses_nothing_and_stays
         elided = [marker_count(m) for m in after if marker_count(m) is not None]
         assert elided, "each compaction is applied as whole-pair compaction with a marker"
         # the marker's count is exact: what is gone from `before` is what it says (plus older markers)
-        newest = elided[-1] if fmt == "openai_chat" else elided[0]
+        newest = elided[0] if fmt == "anthropic" else elided[-1]
         kept = {d for d in digests(after, fmt)}
         gone = [d for d in digests(before, fmt) if d not in kept]
         assert len(gone) == newest
     assert guard.passes_used == TURNS // EVERY and guard.halted_at is None
 
 
-@pytest.mark.parametrize("fmt", ["openai_chat", "anthropic"])
+@pytest.mark.parametrize("fmt", ["openai_chat", "anthropic", "openai_responses"])
 def test_the_unconsumed_tail_is_kept_verbatim_by_every_mode_that_changes_the_proposal(fmt):
     """Ids and digests of everything after the generation boundary, before and after, for each format."""
     model_turn, start, keep_first = LOOPS[fmt]
