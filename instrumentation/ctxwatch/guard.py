@@ -382,8 +382,8 @@ class ContextGuard:
                 self._commit(evaluation, raw, tools)
                 context = None
             elif shadow:
-                report.shadow = True  # the caller uses its own proposal; the guard follows it
-                self._commit(evaluation, raw, tools)
+                report.shadow = True  # the caller uses its own proposal; the guard follows it, and its detector
+                self._commit(evaluation, raw, tools, feed=outcome.evaluation)  # is fed as the report says
                 context = copy_shape(raw)
             else:
                 context = self._carry_out(outcome, report, kind, tools)
@@ -533,7 +533,10 @@ class ContextGuard:
 
     # --- committing an accepted context (the one place the guard's state moves) ----------------------
     def _commit(self, evaluation: Evaluation, raw: Any, tools: list[ToolSchema] | None, *,
-                session: bool = False) -> None:
+                session: bool = False, feed: Evaluation | None = None) -> None:
+        """Advance to `evaluation`'s proposal. The detector is fed the cycle of `feed` (default: the same
+        evaluation): the one the report and its span describe, so that the monitor, fed from spans,
+        stays in step (`semconv.feeds_detector`)."""
         change = evaluation.change
         if tools is not None:
             self.registry.activate(tools)
@@ -542,7 +545,7 @@ class ContextGuard:
                       track_fingerprint=self.config.tracks_fingerprint, pairs=evaluation.pairs_after,
                       fp_after=evaluation.fp_after)
         self._state = state
-        self._advance_detector(evaluation)
+        self._advance_detector(evaluation if feed is None else feed)
         if evaluation.rewrite:
             self.passes_used += 1
             order = None

@@ -216,6 +216,10 @@ def test_shadow_mode_passes_the_callers_contexts_through_and_reports_what_it_wou
         assert span.attributes[semconv.SHADOW] is True
         assert span.attributes[semconv.DECISION] == "patch"
         assert span.attributes[semconv.DEFERRAL_RESOLUTION] == "whole_pairs"  # what it would have done
+    # the guard's detector is fed the cycles its spans describe (the monitor feeds its own from them)
+    fed = [s for s in spans if semconv.HASH_DISTANCE in s.attributes and s.attributes[semconv.DECISION] in
+           ("patch", "halt")]
+    assert guard.detector.cycle == len(fed) > 0
     # a would-be refusal is reported, never raised, and the caller's context is used
     orphaning = first_result_dropped(guard.messages)
     report, context = guard.resolve(orphaning, kind="compact")
