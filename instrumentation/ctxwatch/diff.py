@@ -77,16 +77,21 @@ class Change:
                 self.after_digests[p: len(self.after_digests) - s])
 
     @cached_property
+    def _middle_sets(self) -> tuple[set[int], set[int]]:
+        before_mid, after_mid = self._middle
+        return set(before_mid), set(after_mid)
+
+    @cached_property
     def _unique(self) -> bool:
         """Whether no digest repeats within either side's middle."""
-        before_mid, after_mid = self._middle
-        return len(set(before_mid)) == len(before_mid) and len(set(after_mid)) == len(after_mid)
+        (before_mid, after_mid), (before_s, after_s) = self._middle, self._middle_sets
+        return len(before_s) == len(before_mid) and len(after_s) == len(after_mid)
 
     @cached_property
     def _counts(self) -> tuple[Counter, Counter]:
         before_mid, after_mid = self._middle
         if self._unique:  # no duplicates: sets suffice
-            before_s, after_s = set(before_mid), set(after_mid)
+            before_s, after_s = self._middle_sets
             return Counter(before_s - after_s), Counter(after_s - before_s)
         before_c, after_c = Counter(before_mid), Counter(after_mid)
         return before_c - after_c, after_c - before_c

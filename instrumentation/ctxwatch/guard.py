@@ -415,8 +415,10 @@ class ContextGuard:
         guard's own state is never modified here."""
         state = self._state
         known = state.digests
+        if not known or not proposed or proposed[-1].digest == known[-1]:
+            return state  # the common case: the proposal ends where the guard's context does
         digests = [m.digest for m in proposed]
-        if not known or digests[: len(known)] == known or known[-1] not in digests:
+        if digests[: len(known)] == known or known[-1] not in digests:
             return state
         last = len(digests) - 1 - digests[::-1].index(known[-1])
         tail = proposed[last + 1:]
