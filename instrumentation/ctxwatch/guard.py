@@ -479,20 +479,28 @@ class ContextGuard:
         orphans = introduced_orphans(base.pairs, pairs_after)
         findings: list[Finding] = []
 
+        def failed(invariant: str, exc: Exception) -> None:  # checks fail closed
+            log.error("ctxwatch: the %s check failed internally (%s)", invariant, type(exc).__name__)
+            log.debug("ctxwatch: the %s check failed", invariant, exc_info=True)
+            findings.append(Finding(invariant, f"the {invariant} check failed internally "
+                                    f"({type(exc).__name__}); refusing, since checks fail closed"))
+
         def run(invariant: str, fn: Callable[[], list[Finding]]) -> None:
             if enforcement.get(invariant) == "off":
                 return
             try:
                 findings.extend(fn())
-            except Exception as exc:  # checks fail closed
-                log.error("ctxwatch: the %s check failed internally (%s)", invariant, type(exc).__name__)
-                log.debug("ctxwatch: the %s check failed", invariant, exc_info=True)
-                findings.append(Finding(invariant, f"the {invariant} check failed internally "
-                                        f"({type(exc).__name__}); refusing, since checks fail closed"))
+            except Exception as exc:
+                failed(invariant, exc)
 
         lost: frozenset[str] = frozenset()
         literals_before = len(base.literal_counts)
-        pressure = None
+        pressure: int | None = None
+
+        def pass_cap() -> list[Finding]:
+            nonlocal pressure
+            found, pressure = check_pass_cap(base.rewrites_since_turn, config.pass_cap, base.size, config.budget)
+            return found
         run("prefix_identity", lambda: check_prefix(change, prefix_change_allowed))
         run("rerender", lambda: check_rerender(change, base.rendered, rendered))
         run("tool_pairing", lambda: check_pairing(base.pairs, pairs_after))
@@ -504,23 +512,30 @@ class ContextGuard:
             run("plan_reference", lambda: check_plan(self.plan, base.symbols, change.removed_messages,
                                                      change.added_messages))
             run("directive_colocation", lambda: check_colocation(change, config.directive_markers))
-            if config.tracks_literals:
-                diff = literal_diff(change, self.literals, base.literal_counts)
-                lost = diff.lost
-                run("literal_loss", lambda: check_literal_loss(diff))
-            cap_findings, pressure = check_pass_cap(base.rewrites_since_turn, config.pass_cap, base.size,
-                                                    config.budget)
-            run("pass_cap", lambda: cap_findings)
+            if config.tracks_literals:  # measured for the alarm even when literal_loss only warns
+                try:
+                    diff = literal_diff(change, self.literals, base.literal_counts)
+                except Exception as exc:
+                    failed("literal_loss", exc)
+                else:
+                    lost = diff.lost
+                    run("literal_loss", lambda: check_literal_loss(diff))
+            run("pass_cap", pass_cap)
         findings = decisions.apply_table(findings, enforcement)
         decision = decisions.decide(findings)
         fp_after = d = verdict = None
         if rewrite and decision == "patch" and config.tracks_fingerprint:
-            fp_after = base.fp.updated(change.removed_messages, change.added_messages)
-            since = self._fp_last_rewrite if self._fp_last_rewrite is not None else base.fp
-            d = distance(since, fp_after)
-            verdict = self.detector.preview(d, literals_before, len(lost))
-            if verdict.state == "contracting":
-                findings.append(_contraction_finding(verdict.onset, verdict.d, verdict.r, verdict.cycle))
+            try:  # the alarm's measurement of this cycle, previewed: the detector moves only at commit
+                fp_after = base.fp.updated(change.removed_messages, change.added_messages)
+                since = self._fp_last_rewrite if self._fp_last_rewrite is not None else base.fp
+                d = distance(since, fp_after)
+                verdict = self.detector.preview(d, literals_before, len(lost))
+            except Exception as exc:
+                fp_after = d = verdict = None
+                failed("contraction", exc)
+            else:
+                if verdict.state == "contracting":
+                    findings.append(_contraction_finding(verdict.onset, verdict.d, verdict.r, verdict.cycle))
             findings = decisions.apply_table(findings, enforcement)
             decision = decisions.decide(findings)
         elif self.halted_at is not None and rewrite:

@@ -221,3 +221,19 @@ def test_no_planted_secret_reaches_spans_metrics_or_logs_when_a_refusal_crosses_
     assert refused.value.report.violations == ["prefix_identity", "policy_isolation", "literal_loss",
                                                "plan_reference"]
     assert any(r.levelno == logging.WARNING and "literal_loss" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("measurement, invariant", [("literal_diff", "literal_loss"), ("distance", "contraction")])
+def test_a_failing_measurement_refuses_the_rewrite_like_a_failing_check(monkeypatch, measurement, invariant):
+    import ctxwatch.guard as guard_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom: /srv/secret/path")
+
+    msgs = [system("s"), user("Order ORD-12345 is late."), assistant("Looking into ORD-12345.")]
+    guard = ContextGuard("core-measure", enforce={"literal_loss": "abort"} if invariant == "literal_loss" else None)
+    guard.observe(msgs, boundary=0)
+    monkeypatch.setattr(guard_module, measurement, broken)
+    report = guard.check([msgs[0], user("Summary: an order is late."), msgs[2]], kind="compact")
+    assert report.decision in ("abort", "halt") and invariant in report.violations
+    assert "boom" not in report.explain(values=True) and guard.passes_used == 0
