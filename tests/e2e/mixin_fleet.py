@@ -22,10 +22,11 @@ matters is that one loop always reaches one replica).
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ctxwatch import semconv
@@ -157,6 +158,18 @@ class Fleet:
 def shard_of(loop_id: str, shards: int) -> int:
     """The replica a loop is routed to: the loop id's SHA-256, modulo the number of replicas."""
     return int.from_bytes(hashlib.sha256(loop_id.encode("utf-8")).digest()[:8], "big") % shards
+
+
+class SpanCount(SpanProcessor):
+    """Counts the spans the fleet's guards end (their decisions, and the append spans of `observe`)."""
+
+    def __init__(self) -> None:
+        self.ended = 0
+        self._lock = threading.Lock()
+
+    def on_end(self, span: ReadableSpan) -> None:
+        with self._lock:
+            self.ended += 1
 
 
 class ShardRouter(SpanExporter):

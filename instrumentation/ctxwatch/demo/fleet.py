@@ -105,9 +105,11 @@ class DemoLoop:
         return report
 
     def _compact(self, proposal: list[Message], kind: str = "compact") -> Report:
-        """A rewrite made between two sessions (a task ends, the next prompt is not consumed yet), so
-        the consumed-prefix rule (record 000) does not defer it; every other invariant applies."""
-        self.guard.session_boundary()
+        """A rewrite of the loop's working buffer, which these loops declare as their mutable zone: the
+        consumed prefix is the system prompt alone (record 000: a rewrite at or after the generation
+        boundary is a patch, not deferred). Every other invariant applies, and the loop stays in one
+        episode, so the contraction alarm sees all its cycles (a session boundary would start a new one)."""
+        self.guard.observe(self.buffer, boundary=1)
         return self._check(proposal, kind)
 
 
