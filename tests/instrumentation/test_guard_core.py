@@ -223,9 +223,12 @@ def test_no_planted_secret_reaches_spans_metrics_or_logs_when_a_refusal_crosses_
     assert any(r.levelno == logging.WARNING and "literal_loss" in r.getMessage() for r in caplog.records)
 
 
-@pytest.mark.parametrize("measurement, invariant", [("literal_diff", "literal_loss"), ("distance", "contraction")])
-def test_a_failing_measurement_refuses_the_rewrite_like_a_failing_check(monkeypatch, measurement, invariant):
-    import ctxwatch.guard as guard_module
+@pytest.mark.parametrize("module, measurement, invariant", [
+    ("ctxwatch.guard", "literal_diff", "literal_loss"),
+    ("ctxwatch.contraction", "ContractionDetector.preview", "contraction"),
+])
+def test_a_failing_measurement_refuses_the_rewrite_like_a_failing_check(monkeypatch, module, measurement, invariant):
+    import importlib
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom: /srv/secret/path")
@@ -233,7 +236,9 @@ def test_a_failing_measurement_refuses_the_rewrite_like_a_failing_check(monkeypa
     msgs = [system("s"), user("Order ORD-12345 is late."), assistant("Looking into ORD-12345.")]
     guard = ContextGuard("core-measure", enforce={"literal_loss": "abort"} if invariant == "literal_loss" else None)
     guard.observe(msgs, boundary=0)
-    monkeypatch.setattr(guard_module, measurement, broken)
+    owner, _, name = measurement.rpartition(".")
+    target = importlib.import_module(module)
+    monkeypatch.setattr(getattr(target, owner) if owner else target, name, broken)
     report = guard.check([msgs[0], user("Summary: an order is late."), msgs[2]], kind="compact")
     assert report.decision in ("abort", "halt") and invariant in report.violations
     assert "boom" not in report.explain(values=True) and guard.passes_used == 0
