@@ -153,3 +153,27 @@ def test_a_check_that_is_not_a_patch_changes_nothing_and_apply_decides_the_same(
                 assert refused.report.decision == report.decision  # type: ignore[attr-defined]
             else:
                 raise AssertionError("apply did not raise for " + report.explain())
+
+
+@SETTINGS
+@given(conversations(min_rounds=1), st.sampled_from(["openai_chat", "anthropic", "openai_responses"]), st.data())
+def test_whole_pair_conversion_keeps_everything_after_the_frontier_and_is_valid_or_not_made(messages, fmt, data):
+    from hypothesis import assume
+
+    from ctxwatch.deferral import ELISION_PREFIX, Conversion, whole_pair_conversion
+    from ctxwatch.validity import provider_problems
+
+    assume(not provider_problems(messages, fmt))
+    boundary = data.draw(st.integers(0, len(messages)))
+    dropped = set(data.draw(st.lists(st.integers(0, len(messages) - 1), unique=True)))
+    out = whole_pair_conversion(messages, boundary, dropped, "summary", role="user", number=1, format=fmt)
+    if not isinstance(out, Conversion):
+        return
+    assert not provider_problems(out.messages, fmt)
+    (marker,) = [m for m in out.messages if m.text.startswith(ELISION_PREFIX)]
+    kept = [m for m in out.messages if m is not marker]
+    assert len(messages) - len(kept) == out.elided and f": {out.elided} messages in {out.units} " in marker.text
+    units = pair_units(messages)
+    frontier = next((u.stop for u in units if boundary - 1 in u), 0)
+    assert kept[len(kept) - (len(messages) - frontier):] == messages[frontier:]  # the unread part, verbatim
+    assert all(i in dropped for i, m in enumerate(messages) if m not in kept)   # only what was dropped goes
