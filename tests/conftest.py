@@ -1,6 +1,5 @@
 """Test-wide setup: makes `tests/support` importable and points at the shared corpus."""
 
-import os
 import sys
 from pathlib import Path
 
@@ -9,17 +8,7 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "support"))
 
-def _find_corpus() -> Path:
-    """CTXWATCH_CORPUS, else ../shared/corpus beside the checkout, else the workplace's /work/shared/corpus."""
-    candidates = [os.environ.get("CTXWATCH_CORPUS"), TESTS.parent.parent / "shared" / "corpus",
-                  "/work/shared/corpus"]
-    for candidate in filter(None, candidates):
-        if Path(candidate).is_dir():
-            return Path(candidate).resolve()
-    return (TESTS.parent.parent / "shared" / "corpus").resolve()
-
-
-CORPUS = _find_corpus()
+from corpus_files import CORPUS  # noqa: E402 - importable once tests/support is on the path
 
 
 @pytest.fixture(scope="session")

@@ -32,12 +32,13 @@ from typing import Any, TypeVar
 from . import decision as decisions
 from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral
 from .contraction import ContractionDetector, DetectorConfig
+from .cycles import measure_cycle
 from .deferral import Conversion, DeferralQueue, carried_text, whole_pair_conversion
 from .diff import Change
 from .directives import DEFAULT_MARKERS
 from .errors import InvalidContextError
 from .evaluation import Evaluation
-from .fingerprint import Fingerprinter, distance
+from .fingerprint import Fingerprinter
 from .formats import FormatBridge, copy_shape, extended, tail_items
 from .invariants.directive_colocation import check_colocation
 from .invariants.literal_loss import check_literal_loss, literal_diff
@@ -525,11 +526,10 @@ class ContextGuard:
         decision = decisions.decide(findings)
         fp_after = d = verdict = None
         if rewrite and decision == "patch" and config.tracks_fingerprint:
-            try:  # the alarm's measurement of this cycle, previewed: the detector moves only at commit
-                fp_after = base.fp.updated(change.removed_messages, change.added_messages)
-                since = self._fp_last_rewrite if self._fp_last_rewrite is not None else base.fp
-                d = distance(since, fp_after)
-                verdict = self.detector.preview(d, literals_before, len(lost))
+            try:  # the alarm's one measurement of this cycle, previewed: the detector moves only at commit
+                cycle = measure_cycle(change, base.fp, self._fp_last_rewrite, self.literals, base.literal_counts)
+                fp_after, d, literals_before, lost = cycle.fp_after, cycle.d, cycle.literals_before, cycle.lost
+                verdict = self.detector.preview(cycle.d, cycle.literals_before, cycle.literals_lost)
             except Exception as exc:
                 fp_after = d = verdict = None
                 failed("contraction", exc)

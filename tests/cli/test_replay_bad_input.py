@@ -8,12 +8,21 @@ import json
 from pathlib import Path
 
 import pytest
+from corpus_files import claude_code_boundaries, jsonl, of_kind
 from replay_fixtures import ctxwatch, replay_json
 
 
-def one(corpus: Path, pattern: str) -> Path:
-    (path,) = corpus.glob(pattern)
-    return path
+def compacted_claude_code(corpus: Path) -> tuple[Path, int]:
+    """A Claude Code session with a compaction well inside it: (file, the boundary's line)."""
+    for path in of_kind("claude_code", corpus):
+        for line, _ in claude_code_boundaries(path):
+            if 50 < line < len(jsonl(path)) - 100:
+                return path, line
+    pytest.skip("no Claude Code session in the corpus has a compaction well inside it")
+
+
+def openhands_session(corpus: Path) -> Path:
+    return of_kind("openhands", corpus)[0]
 
 
 def problems(stderr: str) -> list[str]:
@@ -22,28 +31,34 @@ def problems(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line]
 
 
-def first_lines(corpus: Path, n: int) -> list[str]:
-    return one(corpus, "claude-code__marot-spotter__*.jsonl").read_text(encoding="utf-8").splitlines()[:n]
+def first_lines(path: Path, n: int) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()[:n]
+
+
+def compaction_lines(doc: dict) -> list[int]:
+    return [m["line"] for m in doc["sessions"][0]["mutations"] if m["kind"] == "compact"]
 
 
 def test_truncated_last_line_is_a_reported_skip_or_exit_2_with_strict(corpus: Path, tmp_path: Path) -> None:
-    lines = first_lines(corpus, 800)
+    source, boundary = compacted_claude_code(corpus)
+    cut = boundary + 86  # the line cut in half
+    lines = first_lines(source, cut)
     path = tmp_path / "truncated.jsonl"
-    path.write_text("\n".join(lines[:799]) + "\n" + lines[799][: len(lines[799]) // 2], encoding="utf-8")
+    path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2], encoding="utf-8")
     code, doc, err = replay_json(path)
     assert code == 0
     (problem,) = problems(err)
-    assert problem.startswith(f"ctxwatch replay: {path}, line 800: skipped: truncated JSON")
-    assert doc["sessions"][0]["skipped"][0]["line"] == 800
-    assert doc["sessions"][0]["mutations"][0]["line"] == 714  # the rest of the file was read
+    assert problem.startswith(f"ctxwatch replay: {path}, line {cut}: skipped: truncated JSON")
+    assert doc["sessions"][0]["skipped"][0]["line"] == cut
+    assert boundary in compaction_lines(doc)  # the rest of the file was read
     strict = ctxwatch("replay", path, "--strict")
     assert strict.returncode == 2
     (problem,) = problems(strict.stderr)
-    assert problem.startswith(f"ctxwatch replay: {path}, line 800: truncated JSON")
+    assert problem.startswith(f"ctxwatch replay: {path}, line {cut}: truncated JSON")
 
 
 def test_corrupt_and_non_utf8_lines_are_skipped_by_line(corpus: Path, tmp_path: Path) -> None:
-    lines = [line.encode() for line in first_lines(corpus, 60)]
+    lines = [line.encode() for line in first_lines(compacted_claude_code(corpus)[0], 60)]
     lines[20] = b'{"type": "user", "message": {"role": "user", "content": "x"}} trailing garbage'
     lines[40] = b'{"type":"user","message":{"role":"user","content":"caf\xe9"}}'
     path = tmp_path / "corrupt.jsonl"
@@ -83,11 +98,12 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 
 
 def test_one_bad_file_does_not_hide_the_good_ones(corpus: Path, tmp_path: Path) -> None:
-    good = one(corpus, "openhands__*.json")
+    good = openhands_session(corpus)
+    _, alone, _ = replay_json(good)
     code, doc, err = replay_json(tmp_path / "missing.jsonl", good)
     assert code == 2 and len(problems(err)) == 1
     assert [s["status"] for s in doc["sessions"]] == ["unreadable", "ok"]
-    assert doc["sessions"][1]["tool_pairs"]["paired"] == 1
+    assert doc["sessions"][1]["tool_pairs"] == alone["sessions"][0]["tool_pairs"]
 
 
 def test_multi_gb_sparse_file_is_refused_at_once(tmp_path: Path) -> None:
@@ -103,15 +119,16 @@ def test_multi_gb_sparse_file_is_refused_at_once(tmp_path: Path) -> None:
 def test_multi_gb_file_with_a_valid_head_skips_its_overlong_line(corpus: Path, tmp_path: Path) -> None:
     """A recording cut off and padded to 2 GiB (as a crashed writer leaves it): the readable part
     is audited, the rest is one over-long line reported as skipped; memory stays bounded."""
+    source, boundary = compacted_claude_code(corpus)
     path = tmp_path / "padded.jsonl"
-    path.write_text("\n".join(first_lines(corpus, 720)) + "\n", encoding="utf-8")
+    path.write_text("\n".join(first_lines(source, boundary + 6)) + "\n", encoding="utf-8")
     with path.open("r+b") as f:
         f.truncate(2 << 30)
     code, doc, err = replay_json(path, timeout=300)
     assert code == 0
     (problem,) = problems(err)
-    assert problem == f"ctxwatch replay: {path}, line 721: skipped: line longer than 67108864 bytes"
-    assert doc["sessions"][0]["mutations"][0]["line"] == 714
+    assert problem == f"ctxwatch replay: {path}, line {boundary + 7}: skipped: line longer than 67108864 bytes"
+    assert boundary in compaction_lines(doc)
 
 
 def test_single_document_over_the_size_cap_is_refused(tmp_path: Path) -> None:
@@ -139,7 +156,7 @@ def test_bad_usage_exits_2(tmp_path: Path, args: list[str], message: str) -> Non
 
 
 def test_unwritable_html_target_exits_2(corpus: Path, tmp_path: Path) -> None:
-    proc = ctxwatch("replay", one(corpus, "openhands__*.json"), "--html", tmp_path / "no" / "such" / "dir.html")
+    proc = ctxwatch("replay", openhands_session(corpus), "--html", tmp_path / "no" / "such" / "dir.html")
     assert proc.returncode == 2
     (problem,) = problems(proc.stderr)
     assert problem.startswith(f"ctxwatch replay: --html {tmp_path}/no/such/dir.html: cannot write")

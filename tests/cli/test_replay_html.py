@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from corpus_files import readable_files
 from replay_fixtures import ctxwatch, replay_json, write_snapshots
 
 from ctxwatch.model import Message
@@ -62,7 +63,7 @@ def test_html_report_in_headless_chromium(corpus: Path, tmp_path: Path) -> None:
                                   [b for c in absorption_loop(2).cycles for b in (c.pre, c.post)])
     hostile = write_snapshots(tmp_path / "hostile.jsonl", [
         [Message("user", f"Render `{HOSTILE}` and keep ticket OPS-20931.")], [Message("user", "Done.")]])
-    files = [*sorted(p for p in corpus.iterdir() if p.suffix != ".md"), contracting, hostile]
+    files = [*readable_files(corpus), contracting, hostile]
     report = tmp_path / "report.html"
     proc = ctxwatch("replay", *files, "--html", report)
     assert proc.returncode == 1, proc.stderr  # the absorbing loop contracts
@@ -78,7 +79,7 @@ def test_html_report_in_headless_chromium(corpus: Path, tmp_path: Path) -> None:
     assert not {"src", "onerror"} & dom.attrs_seen
     assert HOSTILE in dumped.stdout.replace("&lt;", "<").replace("&gt;", ">")  # shown as text
     # sessions listed: an index row linking to each session's section, in order
-    assert [link for link in dom.links if link.startswith("#")] == [f"#session-{i}" for i in range(1, 8)]
+    assert [link for link in dom.links if link.startswith("#")] == [f"#session-{i}" for i in range(1, len(files) + 1)]
     assert len(dom.sections) == len(files)
     for section, session in zip(dom.sections, doc["sessions"], strict=True):
         (chart,) = section["charts"]
@@ -86,7 +87,7 @@ def test_html_report_in_headless_chromium(corpus: Path, tmp_path: Path) -> None:
         assert chart["cycles"] == cycles and chart["points"] == cycles
         assert chart["paths"] == ([cycles] if cycles else [])
     statuses = [s["status"] for s in dom.sections]
-    assert statuses.count("findings") == 1 and statuses.count("clean") == 6
+    assert statuses.count("findings") == 1 and statuses.count("clean") == len(files) - 1
 
     shot = tmp_path / "report.png"
     taken = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2000", report.as_uri())

@@ -10,10 +10,10 @@ twice gives equal messages (stable digests).
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 
 import pytest
+from corpus_files import document, jsonl, of_kind
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -235,43 +235,52 @@ def test_cross_format_keeps_pairs() -> None:
                                          "function_call_output"]
 
 
-# --- real messages from ../shared/corpus --------------------------------------------------------
-def _jsonl(path: Path) -> list:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+# --- real messages from ../shared/corpus (files picked by what they hold) --------------------------
+def _name(path: Path) -> str:
+    return path.name[:60]
 
 
-def test_claude_code_messages_roundtrip(corpus: Path) -> None:
-    """Every message of the real Claude Code session round-trips through the Anthropic adapter."""
-    records = _jsonl(next(corpus.glob("claude-code__marot-spotter__*.jsonl")))
+def _blocks(messages: list[dict], kind: str) -> int:
+    return sum(1 for m in messages if isinstance(m["content"], list) for b in m["content"] if b.get("type") == kind)
+
+
+@pytest.mark.parametrize("path", of_kind("claude_code"), ids=_name)
+def test_claude_code_messages_roundtrip(path: Path) -> None:
+    """Every message of a Claude Code session round-trips through the Anthropic adapter."""
     messages = [{"role": r["message"]["role"], "content": r["message"]["content"]}
-                for r in records if r.get("type") in ("user", "assistant")]
-    assert len(messages) == 458
-    converted = to_messages(messages)
-    assert sum(len(m.call_ids) for m in converted) == 177
-    assert sum(len(m.result_ids) for m in converted) == 177
+                for _, r in jsonl(path) if r.get("type") in ("user", "assistant")]
+    converted = to_messages(messages, "anthropic")  # text-only files would look like OpenAI Chat
+    assert len(converted) == len(messages)
+    assert sum(len(m.call_ids) for m in converted) == _blocks(messages, "tool_use")
+    assert sum(len(m.result_ids) for m in converted) == _blocks(messages, "tool_result")
     assert from_messages(converted, "anthropic") == messages
 
 
-def test_codex_items_roundtrip(corpus: Path) -> None:
-    """Every response_item of the real Codex rollout (and its replacement history) round-trips."""
-    records = _jsonl(next(corpus.glob("codex__*.jsonl")))
+@pytest.mark.parametrize("path", of_kind("codex"), ids=_name)
+def test_codex_items_roundtrip(path: Path) -> None:
+    """Every response_item of a Codex rollout (and its replacement histories) round-trips."""
+    records = [r for _, r in jsonl(path)]
     items = [r["payload"] for r in records if r["type"] == "response_item"]
-    items += next(r["payload"]["replacement_history"] for r in records if r["type"] == "compacted")
+    items += [item for r in records if r["type"] == "compacted" for item in r["payload"]["replacement_history"]]
     converted = to_messages(items)
-    assert sum(len(m.call_ids) for m in converted) == 365
+    assert sum(len(m.call_ids) for m in converted) == sum(
+        i.get("type") in ("function_call", "custom_tool_call") for i in items)
     assert from_messages(converted, "openai_responses") == items
 
 
-def test_swe_agent_messages_roundtrip(corpus: Path) -> None:
+@pytest.mark.parametrize("path", [p for p in of_kind("swe_agent") if any(
+    "tool_call_ids" in m for step in document(p)["trajectory"] for m in step.get("messages", ()))], ids=_name)
+def test_swe_agent_messages_roundtrip(path: Path) -> None:
     """SWE-agent's chat messages name their call in ``tool_call_ids``, which Chat does not know: the
     adapter refuses them by index and field; with ``tool_call_id`` they round-trip, SWE-agent's own
     fields (agent, message_type, thought, action) included."""
-    doc = json.loads(next(corpus.glob("swe-agent__*.traj")).read_text(encoding="utf-8"))
-    messages = doc["trajectory"][-1]["messages"]
-    with pytest.raises(InvalidContextError, match=r"^message 3, field 'tool_call_id': missing$"):
+    messages = document(path)["trajectory"][-1]["messages"]
+    first = next(i for i, m in enumerate(messages) if "tool_call_ids" in m)
+    with pytest.raises(InvalidContextError, match=rf"^message {first}, field 'tool_call_id': missing$"):
         to_messages(messages, "openai_chat")
     fixed = [{**{k: v for k, v in m.items() if k != "tool_call_ids"},
               **({"tool_call_id": m["tool_call_ids"][0]} if "tool_call_ids" in m else {})} for m in messages]
     converted = to_messages(fixed)
-    assert sum(len(m.call_ids) for m in converted) == sum(len(m.result_ids) for m in converted) == 13
+    results = sum("tool_call_ids" in m for m in messages)
+    assert sum(len(m.call_ids) for m in converted) == sum(len(m.result_ids) for m in converted) == results
     assert from_messages(converted, "openai_chat") == fixed

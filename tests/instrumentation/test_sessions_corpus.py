@@ -1,11 +1,12 @@
-"""Issue 2 "Must show" and issue 7 §2: the session readers on every file of ../shared/corpus.
+"""Issue 2 "Must show", issue 7 §2 and issue 14: the session readers on every file of
+../shared/corpus, picked by what they hold (`corpus_files` classifies the raw content).
 
 All tool pairs found and no false orphan (Claude Code ``progress`` records carry tool ids but are
-not results); the Claude Code compaction at its boundary record (line 714, trigger auto,
-preTokens 167731, summary at line 715); the Codex ``compacted`` record at line 1788 and its 40
-replacement items; the SWE-agent trajectory's 13 buffers, its elided outputs and the shrink at
-step 7; OpenHands' pair and pending final call, and no mutation. Pairs are counted from
-`Message.call_ids` / `Message.result_ids` and checked with the pairing invariant (record 000).
+not results); every Claude Code compaction at its boundary record with its trigger, preTokens
+and summary; every Codex ``compacted`` record and its replacement items; a SWE-agent trajectory's
+per-step buffers, its elided outputs and its shrinks; OpenHands' pairs and pending calls, and no
+mutation. Pairs are counted from `Message.call_ids` / `Message.result_ids` and checked with the
+pairing invariant (record 000). The facts are read from the raw file by the test itself.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import corpus_files as raw
 import pytest
 
 from ctxwatch.invariants.pairing import index_pairs, strict_for
 from ctxwatch.model import Message
-from ctxwatch.sessions import Mutation, Snapshot, detect_session_format, read_session
+from ctxwatch.sessions import Mutation, SessionReadError, Snapshot, detect_session_format, read_session
 
 
-def one(corpus: Path, pattern: str) -> Path:
-    (path,) = corpus.glob(pattern)
-    return path
+def name(path: Path) -> str:
+    return path.name[:60]
 
 
 def read_all(path: Path) -> tuple[list[Snapshot], list[Mutation]]:
@@ -48,49 +49,48 @@ def ids(messages: list[Message]) -> tuple[set[str], set[str]]:
     return ({c for m in messages for c in m.call_ids}, {r for m in messages for r in m.result_ids})
 
 
-@pytest.mark.parametrize(("pattern", "expected"), [
-    ("claude-code__marot-spotter__*.jsonl", "claude_code"),
-    ("claude-code__daaain-*.SYNTHETIC.jsonl", "claude_code"),
-    ("codex__*.jsonl", "codex"),
-    ("swe-agent__*.traj", "swe_agent"),
-    ("openhands__*.json", "openhands"),
-])
-def test_formats_are_detected(corpus: Path, pattern: str, expected: str) -> None:
-    path = one(corpus, pattern)
-    assert detect_session_format(path) == expected
-    assert read_session(path).format == expected
+@pytest.mark.parametrize("path", raw.session_files(), ids=name)
+def test_formats_are_detected(path: Path) -> None:
+    expected = raw.kind_of(path)
+    if expected in raw.READ_FORMATS:
+        assert detect_session_format(path) == expected
+        assert read_session(path).format == expected
+    else:
+        with pytest.raises(SessionReadError, match="unrecognised session format"):
+            detect_session_format(path)
 
 
-def test_claude_code_pairs_and_compaction(corpus: Path) -> None:
-    path = one(corpus, "claude-code__marot-spotter__*.jsonl")
+@pytest.mark.parametrize("path", raw.of_kind("claude_code"), ids=name)
+def test_claude_code_pairs_and_compactions(path: Path) -> None:
     snapshots, mutations = read_all(path)
     calls, results = ids(all_messages(snapshots, mutations))
-    assert len(calls) == 177 and calls == results
+    raw_calls, raw_results = raw.claude_code_tool_ids(path)
+    assert calls == raw_calls.keys() and results == raw_results.keys()
     progress_ids = set(re.findall(r'"toolUseID":\s*"([^"]+)"', path.read_text(encoding="utf-8")))
-    assert progress_ids - calls, "progress records carry ids of their own (hook runs)"
     assert not (progress_ids - calls) & results, "a progress record was taken for a tool result"
 
-    (compaction,) = mutations
-    assert (compaction.kind, compaction.source) == ("compact", "claude_code.compact_boundary")
-    assert (compaction.line, compaction.trigger, compaction.pre_tokens) == (714, "auto", 167731)
-    assert compaction.summary_line == 715
-    assert compaction.summary is not None and len(compaction.summary.text) == 12181
-    assert compaction.summary.text.startswith("This session is being continued from a previous conversation")
-    assert compaction.after == (compaction.summary,)
-    assert compaction.size_before > 20 * compaction.size_after
-    # no pair straddles the boundary: the buffers before and after are each fully paired
-    for buffer in (compaction.before, snapshots[-1].messages):
-        pairs = index_pairs(buffer)
-        assert not pairs.orphan_calls and not pairs.orphan_results and not pairs.duplicate_calls
+    compactions = [m for m in mutations if m.source == "claude_code.compact_boundary"]
+    boundaries = raw.claude_code_boundaries(path)
+    assert [m.line for m in compactions] == [line for line, _ in boundaries]
+    for compaction, (line, record) in zip(compactions, boundaries, strict=True):
+        meta = record.get("compactMetadata") or {}
+        summary_line, summary = raw.claude_code_summary_after(path, line)
+        assert compaction.kind == "compact"
+        assert (compaction.trigger, compaction.pre_tokens) == (meta.get("trigger"), meta.get("preTokens"))
+        assert compaction.summary_line == summary_line
+        assert compaction.summary is not None and compaction.summary.text == summary
+        assert compaction.after == (compaction.summary,)
     # the assistant turns were merged: several tool_use blocks of one message.id in one message
-    assert max(len(m.call_ids) for m in all_messages(snapshots, mutations)) > 1
-    assert snapshots[-1].final and snapshots[-1].line == 1593
-    assert all(not index_pairs(s.messages).orphan_calls for s in snapshots)
+    if len(raw_calls) > len({line for line in raw_calls.values()}):
+        assert max(len(m.call_ids) for m in all_messages(snapshots, mutations)) > 1
+    assert snapshots[-1].final and snapshots[-1].line == raw.jsonl(path)[-1][0]
+    assert all(not index_pairs(s.messages).orphan_results for s in snapshots)
 
 
 def test_claude_code_synthetic_rewind_then_compaction(corpus: Path) -> None:
-    """The hand-written edge case: a rewind (two branches) then a compaction."""
-    snapshots, mutations = read_all(one(corpus, "claude-code__daaain-*.SYNTHETIC.jsonl"))
+    """A hand-written edge case (no sessionId-linked tool ids): a rewind (two branches) then a compaction."""
+    (path,) = [p for p in raw.of_kind("claude_code", corpus) if p.name.endswith(".SYNTHETIC.jsonl")]
+    snapshots, mutations = read_all(path)
     rewind, compaction = mutations
     assert (rewind.source, rewind.kind, rewind.line) == ("claude_code.rewind", "prune", 5)
     assert [m.text for m in rewind.before] == ["Start", "Ready", "First attempt", "First answer"]
@@ -102,54 +102,59 @@ def test_claude_code_synthetic_rewind_then_compaction(corpus: Path) -> None:
     assert snapshots[-1].final and snapshots[-1].messages[-1].text == "Final answer"
 
 
-def test_codex_pairs_and_compacted_record(corpus: Path) -> None:
-    snapshots, mutations = read_all(one(corpus, "codex__*.jsonl"))
+@pytest.mark.parametrize("path", raw.of_kind("codex"), ids=name)
+def test_codex_pairs_and_compacted_records(path: Path) -> None:
+    snapshots, mutations = read_all(path)
     calls, results = ids(all_messages(snapshots, mutations))
-    assert len(calls) == 365 and calls == results
-    (compaction,) = mutations
-    assert (compaction.kind, compaction.source, compaction.line) == ("compact", "codex.compacted", 1788)
-    assert compaction.details["replacement_items"] == 40 and len(compaction.after) == 40
-    assert len(compaction.before) > len(compaction.after)
-    # the replacement history carries earlier messages over verbatim (same redaction hash tags)
+    records = raw.jsonl(path)
+    raw_calls = {r["payload"]["call_id"] for _, r in records if r.get("type") == "response_item"
+                 and r["payload"].get("type") in ("function_call", "custom_tool_call")}
+    assert calls == raw_calls and calls == results
+    compacted = [(n, r) for n, r in records if r.get("type") == "compacted"]
+    assert [(m.kind, m.source, m.line) for m in mutations] == [("compact", "codex.compacted", n) for n, _ in compacted]
     tags = re.compile(r"sha=[0-9a-f]{8}")
-    before_tags = {t for m in compaction.before for t in tags.findall(m.text)}
-    carried = {t for m in compaction.after for t in tags.findall(m.text)} & before_tags
-    assert len(carried) == 40
+    for compaction, (_, record) in zip(mutations, compacted, strict=True):
+        replacement = record["payload"]["replacement_history"]
+        assert compaction.details["replacement_items"] == len(replacement) == len(compaction.after)
+        assert len(compaction.before) > len(compaction.after)
+        # the replacement history carries earlier messages over verbatim (same redaction hash tags)
+        before_tags = {t for m in compaction.before for t in tags.findall(m.text)}
+        raw_tags = set(tags.findall(str(replacement)))
+        assert {t for m in compaction.after for t in tags.findall(m.text)} & before_tags == raw_tags & before_tags
     for s in snapshots:
         # Codex puts developer messages between a function_call and its output: the Responses API
-        # accepts that, so the rollout is paired under the lax rule (and not under the strict one)
+        # accepts that, so the rollout is paired under the lax rule
         pairs = index_pairs(s.messages, strict=strict_for("codex"))
         assert not pairs.orphan_calls and not pairs.orphan_results
-    assert any(index_pairs(s.messages).orphan_calls for s in snapshots)
 
 
-def test_swe_agent_buffers_elisions_and_shrink(corpus: Path) -> None:
-    snapshots, mutations = read_all(one(corpus, "swe-agent__*.traj"))
-    assert len(snapshots) == 13 and not any(s.final for s in snapshots)
-    for s in snapshots:
+@pytest.mark.parametrize("path", raw.of_kind("swe_agent"), ids=name)
+def test_swe_agent_buffers_elisions_and_shrink(path: Path) -> None:
+    snapshots, mutations = read_all(path)
+    trajectory = raw.document(path)["trajectory"]
+    if not all("messages" in step for step in trajectory):  # the older format: one final history
+        assert len(snapshots) == 1 and mutations == []
+        assert len(snapshots[0].messages) == len(raw.document(path)["history"])
+        return
+    assert len(snapshots) == len(trajectory) and not any(s.final for s in snapshots)
+    for s, step in zip(snapshots, trajectory, strict=True):
+        assert len(s.messages) == len(step["messages"])
         pairs = index_pairs(s.messages)
         assert not pairs.orphan_calls and not pairs.orphan_results and not pairs.pending
         assert sum(len(m.call_ids) for m in s.messages) == sum(len(m.result_ids) for m in s.messages)
-    # the demonstration replays reuse call ids: 13 calls, 9 distinct ids, all answered in order
-    last = snapshots[-1].messages
-    assert sum(len(m.call_ids) for m in last) == 13 and len(index_pairs(last).calls) == 9
     assert all(m.source == "snapshot_diff" and m.kind == "prune" for m in mutations)
     elided = re.compile(r"^Old environment output: \((\d+) lines omitted\)$")
     for m in mutations:
         assert m.changed and all(elided.match(m.after[i].text) for i in m.changed)
         assert all(m.before[i].role == "tool" and not elided.match(m.before[i].text) for i in m.changed)
-    shrink = next(m for m in mutations if m.step == 7)
-    assert shrink.size_after < shrink.size_before and shrink.where == "trajectory[7]"
-    assert shrink.size_before - shrink.size_after == max(m.size_before - m.size_after for m in mutations)
+        assert m.where == f"trajectory[{m.step}]"
 
 
-def test_openhands_pair_pending_finish_and_no_mutation(corpus: Path) -> None:
-    snapshots, mutations = read_all(one(corpus, "openhands__*.json"))
+@pytest.mark.parametrize("path", raw.of_kind("openhands"), ids=name)
+def test_openhands_pairs_pending_and_no_mutation(path: Path) -> None:
+    snapshots, mutations = read_all(path)
     assert mutations == []
-    final = snapshots[-1].messages
-    assert [m.role for m in final] == ["user", "assistant", "tool", "assistant"]
-    assert final[1].call_ids == ("toolu_017nBp7UfiGqyrA7j77HgtFP",)
-    assert final[2].result_ids == ("toolu_017nBp7UfiGqyrA7j77HgtFP",)
-    pairs = index_pairs(final)
-    assert pairs.pairs == 1 and pairs.pending == {"toolu_01BUKu3B7nY574atNECkBiFk"}  # the finish call
+    actions, observations = raw.openhands_tool_ids(path)
+    pairs = index_pairs(snapshots[-1].messages)
+    assert pairs.pairs == len(actions & observations) and pairs.pending == actions - observations
     assert not pairs.orphan_calls and not pairs.orphan_results

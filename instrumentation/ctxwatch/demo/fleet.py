@@ -1,9 +1,10 @@
 """The demo's simulated fleet: agent loops that really rewrite their context through a real guard.
 
 Each family is one agent behaviour, driven by the seeded rewrite functions of `ctxwatch.simulate`
-(no canned outputs) and checked by a `ContextGuard` per loop:
+(no canned outputs) and checked by a `ContextGuard` per loop. A loop is one episode; every family
+but the compactor rewrites its working buffer, after the system prompt, as its mutable zone:
 
-- summarizer (healthy): literal-preserving extractive summaries, made between sessions.
+- summarizer (healthy): literal-preserving extractive summaries of the working buffer.
 - ranker (healthy): a salience re-ranker with a fixed index (a mutation with provenance).
 - scratchpad (contracts): the directive gets absorbed into the buffer in a phrasing no marker
   knows, so only the contraction alarm can catch it; the guard halts the loop.

@@ -5,7 +5,7 @@ turns each `Mutation` into a `MutationAudit`: its kind and source record, how ma
 kept, dropped, added, elided or rewritten in place, sizes before and after (characters of
 readable text), the tool ids it orphaned (record 000's `introduced_orphans`), the protected
 literals it lost (listed), the hash distance and the contraction verdict of the cycle (the same
-`CycleMeter` and `ContractionDetector` the guard and the calibration use). The buffers are
+`ctxwatch.cycles.CycleMeter` and `ContractionDetector` the guard and the calibration use). The buffers are
 dropped as soon as they are measured, so memory follows the current buffer, not the file.
 
 Tool pairs are checked on the buffer at the end of each epoch (just before each mutation, and the
@@ -30,13 +30,13 @@ from typing import Any
 import xxhash
 
 from ..contraction import ContractionDetector, CycleVerdict, DetectorConfig
+from ..cycles import CycleMeter
 from ..errors import InvalidContextError
 from ..invariants.pairing import PairIndex, index_pairs, introduced_orphans, strict_for
 from ..literals import LiteralRegistry
 from ..model import Message
 from ..report import Finding
 from ..sessions import Mutation, Session, Skip, Snapshot, read_session
-from ..simulate.meter import CycleMeter
 
 LOOP_ID_PREFIX = "replay"
 _LOOP_HASH_BYTES = 64 * 1024
@@ -154,7 +154,7 @@ def explain_cycles(verdicts: Sequence[CycleVerdict], config: DetectorConfig) -> 
         return f"CONTRACTING from cycle {entered[0].cycle} (onset {entered[0].onset})"
     evidence = sum(v.evidence for v in verdicts)
     reasons = []
-    for label, key in (("d not shrinking", "shrinking"), ("no literal lost / too few literals", "losing"),
+    for label, key in (("d not converging", "shrinking"), ("no literal lost / too few literals", "losing"),
                        ("d >= r", "below")):
         failed = sum(not getattr(v, key) for v in verdicts)
         if failed:

@@ -1,0 +1,138 @@
+"""Where the shared corpus is, and its files picked by what they hold.
+
+Each file is classified from its raw content by this module itself, never from its name and
+never with the reader under test, so a test that asks for "every Codex rollout with a
+``compacted`` record" gets every such file the corpus holds, however many there are. The facts
+the tests check (boundary lines, tool pairs, summaries) are read from the raw records here too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent.parent
+
+
+def find_corpus() -> Path:
+    """CTXWATCH_CORPUS, else ../shared/corpus beside the checkout, else the workplace's /work/shared/corpus."""
+    candidates = [os.environ.get("CTXWATCH_CORPUS"), TESTS.parent.parent / "shared" / "corpus",
+                  "/work/shared/corpus"]
+    for candidate in filter(None, candidates):
+        if Path(candidate).is_dir():
+            return Path(candidate).resolve()
+    return (TESTS.parent.parent / "shared" / "corpus").resolve()
+
+
+CORPUS = find_corpus()
+
+# the formats the session readers know; a corpus file in another format is expected to be refused
+READ_FORMATS = frozenset({"claude_code", "codex", "swe_agent", "openhands"})
+
+
+def session_files(corpus: Path = CORPUS) -> list[Path]:
+    """Every session file of the corpus (its README excluded), sorted by name."""
+    if not corpus.is_dir():
+        return []
+    return sorted(p for p in corpus.iterdir() if p.is_file() and p.suffix != ".md")
+
+
+@cache
+def jsonl(path: Path) -> tuple[tuple[int, dict], ...]:
+    """(1-based line, record) of every JSON object line of a JSONL file; () if it is not JSONL."""
+    records = []
+    try:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                record = json.loads(line)
+                if isinstance(record, dict):
+                    records.append((number, record))
+    except (ValueError, UnicodeDecodeError):
+        return ()
+    return tuple(records)
+
+
+@cache
+def document(path: Path) -> object:
+    """The one JSON document a file holds, or None if it is not one."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+@cache
+def kind_of(path: Path) -> str | None:
+    """The format a file's raw content is in: claude_code, codex, swe_agent, openhands, gemini_cli."""
+    doc = document(path)
+    if isinstance(doc, dict) and isinstance(doc.get("trajectory"), list):
+        return "swe_agent"
+    if isinstance(doc, dict) and isinstance(doc.get("messages"), list) and "sessionId" in doc and any(
+            isinstance(m, dict) and m.get("type") == "gemini" for m in doc["messages"]):
+        return "gemini_cli"
+    if isinstance(doc, list) and doc and all(isinstance(e, dict) and ("action" in e or "observation" in e)
+                                             for e in doc):
+        return "openhands"
+    records = [r for _, r in jsonl(path)]
+    if any(r.get("type") in ("session_meta", "response_item") and "payload" in r for r in records):
+        return "codex"
+    if any(r.get("type") in ("user", "assistant") and "uuid" in r and "sessionId" in r for r in records):
+        return "claude_code"
+    return None
+
+
+def of_kind(kind: str, corpus: Path = CORPUS) -> list[Path]:
+    """Every corpus file whose raw content is in format `kind`."""
+    return [p for p in session_files(corpus) if kind_of(p) == kind]
+
+
+def readable_files(corpus: Path = CORPUS) -> list[Path]:
+    """Every corpus file in a format the readers know."""
+    return [p for p in session_files(corpus) if kind_of(p) in READ_FORMATS]
+
+
+# --- Claude Code facts ----------------------------------------------------------------------------
+def claude_code_boundaries(path: Path) -> list[tuple[int, dict]]:
+    """(line, record) of every ``compact_boundary`` system record."""
+    return [(n, r) for n, r in jsonl(path) if r.get("type") == "system" and r.get("subtype") == "compact_boundary"]
+
+
+def claude_code_summary_after(path: Path, line: int) -> tuple[int, str]:
+    """(line, text) of the first ``isCompactSummary`` record after `line`."""
+    for n, r in jsonl(path):
+        if n > line and r.get("isCompactSummary"):
+            content = r["message"]["content"]
+            text = content if isinstance(content, str) else "\n".join(
+                part.get("text", "") for part in content if isinstance(part, dict))
+            return n, text
+    raise AssertionError(f"{path.name}: no compact summary after line {line}")
+
+
+def claude_code_tool_ids(path: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """({tool_use id: line}, {tool_result tool_use_id: line}) of the main (non-sidechain) chain."""
+    calls: dict[str, int] = {}
+    results: dict[str, int] = {}
+    for n, r in jsonl(path):
+        message = r.get("message")
+        if r.get("isSidechain") or not isinstance(message, dict) or not isinstance(message.get("content"), list):
+            continue
+        for block in message["content"]:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                calls.setdefault(block["id"], n)
+            elif isinstance(block, dict) and block.get("type") == "tool_result":
+                results.setdefault(block["tool_use_id"], n)
+    return calls, results
+
+
+# --- OpenHands facts ------------------------------------------------------------------------------
+def openhands_tool_ids(path: Path) -> tuple[set[str], set[str]]:
+    """(tool call ids of actions, tool call ids of observations)."""
+    actions: set[str] = set()
+    observations: set[str] = set()
+    for event in document(path):
+        call = (event.get("tool_call_metadata") or {}).get("tool_call_id")
+        if call:
+            (observations if "observation" in event else actions).add(call)
+    return actions, observations
