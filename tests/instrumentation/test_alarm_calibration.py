@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from corpus_files import claude_code_boundaries, of_kind, readable_files
+from corpus_files import claude_code_compactions, of_kind, readable_files
 
 from ctxwatch.contraction import ContractionDetector, CycleVerdict, DetectorConfig
 from ctxwatch.guard import ContextGuard
@@ -30,7 +30,7 @@ def _pairs(loop):
 
 
 # every Claude Code file with two compactions or more, told from its raw records (never by name)
-MULTI_COMPACTION = [p for p in of_kind("claude_code") if len(claude_code_boundaries(p)) >= 2]
+MULTI_COMPACTION = [p for p in of_kind("claude_code") if len(claude_code_compactions(p)) >= 2]
 
 
 def name(path: Path) -> str:
