@@ -45,6 +45,7 @@ from ctxwatch.simulate.loops import (
     paraphrasing_loop,
     reranking_loop,
 )
+from ctxwatch.simulate.toolloop import TOOL_LOOP_FAMILIES
 
 # as tests/conftest.py finds it: CTXWATCH_CORPUS, ../shared/corpus beside the checkout, the workplace's
 DEFAULT_CORPUS = next((Path(p) for p in (os.environ.get("CTXWATCH_CORPUS"),
@@ -68,10 +69,11 @@ class Targets:
 
 @dataclass(frozen=True)
 class Measured:
-    """A synthetic loop's rewrite cycles as the guard measures them: (t, d, literals before, lost)."""
+    """A synthetic loop's rewrite cycles as the guard measures them: (t, d, literals before, lost,
+    size of Q_t), the size as the guard's span carries it (`ctxwatch.size.after`)."""
 
     loop: SyntheticLoop
-    cycles: tuple[tuple[int, float, int, int], ...]
+    cycles: tuple[tuple[int, float, int, int, int], ...]
 
     @classmethod
     def of(cls, loop: SyntheticLoop) -> Measured:
@@ -79,12 +81,13 @@ class Measured:
         for c in loop.cycles:
             figures = meter.cycle(c.pre, c.post)
             if figures is not None:
-                out.append((c.t, figures.d, figures.literals_before, figures.literals_lost))
+                out.append((c.t, figures.d, figures.literals_before, figures.literals_lost,
+                            sum(m.size for m in c.post)))
         return cls(loop, tuple(out))
 
     def verdicts(self, config: DetectorConfig) -> list[tuple[int, CycleVerdict]]:
         detector = ContractionDetector(config)
-        return [(t, detector.update(d, before, lost)) for t, d, before, lost in self.cycles]
+        return [(t, detector.update(d, before, lost, size)) for t, d, before, lost, size in self.cycles]
 
     def entered_at(self, config: DetectorConfig) -> int | None:
         """The loop cycle at which the detector entered ``contracting`` (None: never)."""
@@ -100,7 +103,8 @@ def contracting_loops(n: int) -> dict[str, list[Measured]]:
 
 
 def healthy_loops(n: int) -> dict[str, list[Measured]]:
-    return {family: [Measured.of(make(1000 + seed)) for seed in range(n)] for family, make in HEALTHY_FAMILIES.items()}
+    families = {**HEALTHY_FAMILIES, **TOOL_LOOP_FAMILIES}
+    return {family: [Measured.of(make(1000 + seed)) for seed in range(n)] for family, make in families.items()}
 
 
 def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> None:
@@ -110,7 +114,7 @@ def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> Non
           "| d, onset to onset+2 (p10 / p50 / p90) | r, same |")
     print("|---|---|---|---|---|---|---|---|")
     for family, loops in contracting.items():
-        near = [(d, lost / before if before else 0.0) for lp in loops for t, d, before, lost in lp.cycles
+        near = [(d, lost / before if before else 0.0) for lp in loops for t, d, before, lost, _ in lp.cycles
                 if lp.loop.onset is not None and lp.loop.onset <= t <= lp.loop.onset + 2]
         spread = f"{_deciles([d for d, _ in near])} | {_deciles([r for _, r in near])}"
         for name, config in CONFIGS.items():
@@ -169,13 +173,15 @@ def _margin(margin: float | None) -> str:
 def _cycle_margin(v: CycleVerdict) -> str:
     if v.first and v.losing:
         return f"— (first cycle; {v.d - v.threshold:+.3f} with a history)"
+    if v.losing and not v.trended:
+        return "— (second cycle: no trend of d yet, buffer not contracting)"
     return _margin(v.margin)
 
 
 def extended(verdicts: list[CycleVerdict], config: DetectorConfig) -> list[CycleVerdict]:
     """The session's cycles fed again, then its last cycle repeated `EXTENSION` more times."""
     detector = ContractionDetector(config)
-    figures = [(v.d, v.literals_before, v.literals_lost) for v in verdicts]
+    figures = [(v.d, v.literals_before, v.literals_lost, v.size_after) for v in verdicts]
     return [detector.update(*f) for f in figures + [figures[-1]] * EXTENSION][len(figures):]
 
 
@@ -227,22 +233,24 @@ def corpus_table(corpus: Path, targets: Targets) -> None:
                   "with a history)", smallest is None or smallest >= MARGIN_TARGET)
 
 
-SWEEP = (0.55, 0.6, 0.62, 0.65, 0.7)
+SWEEP = {"converge_max": (0.55, 0.6, 0.62, 0.65, 0.7), "fall_ratio": (0.6, 0.7, 0.8, 0.9, 1.0),
+         "contract_ratio": (0.6, 0.7, 0.8, 0.9, 1.0)}
 
 
 def sweep_table(contracting: dict[str, list[Measured]], healthy: dict[str, list[Measured]]) -> None:
-    print("\n## 4. Sweep of converge_max (other fields at their defaults)")
-    print("| converge_max | " + " | ".join(f"{family}: within 2 cycles" for family in contracting)
+    print("\n## 4. Sweeps: one field at a time, the others at their defaults")
+    print("| setting | " + " | ".join(f"{family}: within 2 cycles" for family in contracting)
           + " | " + " | ".join(f"{family}: alarms" for family in healthy) + " |")
     print("|---|" + "---|" * (len(contracting) + len(healthy)))
-    for value in SWEEP:
-        config = DetectorConfig(converge_max=value)
-        within = [sum(d is not None and 0 <= d <= 2 for d in (lp.delay(config) for lp in loops))
-                  for loops in contracting.values()]
-        alarms = [sum(lp.entered_at(config) is not None for lp in loops) for loops in healthy.values()]
-        n_c, n_h = len(next(iter(contracting.values()))), len(next(iter(healthy.values())))
-        print(f"| {value} | " + " | ".join(f"{w}/{n_c}" for w in within) + " | "
-              + " | ".join(f"{a}/{n_h}" for a in alarms) + " |")
+    n_c, n_h = len(next(iter(contracting.values()))), len(next(iter(healthy.values())))
+    for name, values in SWEEP.items():
+        for value in values:
+            config = DetectorConfig(**{name: value})
+            within = [sum(d is not None and 0 <= d <= 2 for d in (lp.delay(config) for lp in loops))
+                      for loops in contracting.values()]
+            alarms = [sum(lp.entered_at(config) is not None for lp in loops) for loops in healthy.values()]
+            print(f"| {name}={value} | " + " | ".join(f"{w}/{n_c}" for w in within) + " | "
+                  + " | ".join(f"{a}/{n_h}" for a in alarms) + " |")
 
 
 def main() -> None:
@@ -254,7 +262,8 @@ def main() -> None:
     cfg = DetectorConfig()
     print(f"# contraction alarm calibration — DetectorConfig defaults: enter_cycles={cfg.enter_cycles}, "
           f"exit_cycles={cfg.exit_cycles}, window={cfg.window}, converge_max={cfg.converge_max}, "
-          f"rise_max={cfg.rise_max}, min_literals={cfg.min_literals}, min_lost={cfg.min_lost}, "
+          f"rise_max={cfg.rise_max}, fall_ratio={cfg.fall_ratio}, contract_ratio={cfg.contract_ratio}, "
+          f"min_literals={cfg.min_literals}, min_lost={cfg.min_lost}, "
           f"exit_margin={cfg.exit_margin}")
     targets = Targets()
     contracting, healthy = contracting_loops(args.loops), healthy_loops(args.healthy)

@@ -53,9 +53,12 @@ class DetectorConfig:
 
     enter_cycles: consecutive evidence cycles that enter ``contracting`` (the design's k).
     exit_cycles: consecutive clear cycles that return to ``healthy``.
-    window: how many previous distances the jump bound looks at (their maximum).
+    window: how many previous cycles the trend and jump bounds look at.
     converge_max: d_t above this is no convergence (consecutive buffers are not alike).
-    rise_max: d_t more than this above that maximum is a jump, not convergence (0: never above it).
+    rise_max: d_t more than this above the window's largest d is a jump, not convergence (0: never above it).
+    fall_ratio: d_t at most this share of the window's mean d is a real downward trend of d.
+    contract_ratio: a post-rewrite size at most this share of the window's largest is the buffer
+        itself contracting (only when sizes are fed).
     min_literals: fewest literals in P_t for r_t to count (smaller buffers are never evidence).
     min_lost: fewest literals lost in a cycle for the cumulative loss to count as growing.
     exit_margin: a cycle is clear when it loses nothing or ``d_t >= r_t + exit_margin``.
@@ -66,6 +69,8 @@ class DetectorConfig:
     window: int = 4
     converge_max: float = 0.6
     rise_max: float = 0.1
+    fall_ratio: float = 0.7
+    contract_ratio: float = 0.8
     min_literals: int = 1
     min_lost: int = 1
     exit_margin: float = 0.05
@@ -76,6 +81,7 @@ class DetectorConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"DetectorConfig.{name} must be an integer >= 1, got {value!r}")
         for name, low, high in (("converge_max", 0.0, 1.0), ("rise_max", 0.0, 1.0),
+                                ("fall_ratio", 0.0, 1.0), ("contract_ratio", 0.0, 1.0),
                                 ("exit_margin", 0.0, 1.0)):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or not low <= value <= high:
@@ -101,12 +107,19 @@ class CycleVerdict:
     left: bool = False
     threshold: float = 0.0
     first: bool = False
+    size_after: int | None = None
+    contracted: bool = False  # the post-rewrite buffer itself contracting (its size, when fed)
 
     @property
     def margin(self) -> float | None:
         """How far d_t is above the evidence threshold: None when no d would make the cycle evidence
-        (nothing was lost, or a first cycle, which has no trend to judge)."""
-        return self.d - self.threshold if self.losing and not self.first else None
+        (nothing was lost; a first cycle; a second one whose buffer did not contract: no trend yet)."""
+        return self.d - self.threshold if self.losing and not self.first and self.trended else None
+
+    @property
+    def trended(self) -> bool:
+        """Whether a trend could be judged: a d history besides the first cycle's, or a contracting buffer."""
+        return self.threshold > -math.inf
 
     @property
     def evidence(self) -> bool:
@@ -132,6 +145,7 @@ class _State:
     recent: list[float] = field(default_factory=list)
     lost_total: int = 0
     run_start: int | None = None  # first evidence cycle of the entry run under way
+    sizes: list[int] = field(default_factory=list)  # post-rewrite sizes of the recent cycles that fed one
 
 
 class ContractionDetector:
@@ -162,30 +176,45 @@ class ContractionDetector:
         """Cumulative literal loss over every cycle seen."""
         return self._s.lost_total
 
-    def update(self, d: float, literals_before: int, literals_lost: int) -> CycleVerdict:
-        """Judge the next cycle and advance the state."""
-        self._s, verdict = self._step(d, literals_before, literals_lost)
+    def update(self, d: float, literals_before: int, literals_lost: int,
+               size_after: int | None = None) -> CycleVerdict:
+        """Judge the next cycle and advance the state. `size_after` is the size of Q_t (the span's
+        ``ctxwatch.size.after``); without it only a downward trend of d shows convergence."""
+        self._s, verdict = self._step(d, literals_before, literals_lost, size_after)
         return verdict
 
-    def preview(self, d: float, literals_before: int, literals_lost: int) -> CycleVerdict:
+    def preview(self, d: float, literals_before: int, literals_lost: int,
+                size_after: int | None = None) -> CycleVerdict:
         """What `update` would return, without advancing the state (for a rewrite not yet applied)."""
-        return self._step(d, literals_before, literals_lost)[1]
+        return self._step(d, literals_before, literals_lost, size_after)[1]
 
-    def _step(self, d: float, literals_before: int, literals_lost: int) -> tuple[_State, CycleVerdict]:
+    def _step(self, d: float, literals_before: int, literals_lost: int,
+              size_after: int | None) -> tuple[_State, CycleVerdict]:
         _check_figures(d, literals_before, literals_lost)
+        if size_after is not None and (isinstance(size_after, bool) or not isinstance(size_after, int)
+                                       or size_after < 0):
+            raise ValueError(f"size_after must be an integer >= 0 or None, got {size_after!r}")
         cfg, s = self.config, self._s
         r = literals_lost / literals_before if literals_before else 0.0
         jump_bound = max(s.recent) + cfg.rise_max if s.recent else math.inf
-        shrinking = bool(s.recent) and d <= min(cfg.converge_max, jump_bound)
+        contracted = size_after is not None and bool(s.sizes) and size_after <= cfg.contract_ratio * max(s.sizes)
+        # a trend: the buffer contracting, or d well below its recent mean (a flat d is no trend). The first
+        # cycle's d compares P_1 with Q_1, not two post-rewrite buffers, so it is no point of the trend.
+        trend = s.recent[1:] if s.cycle == len(s.recent) else s.recent
+        trend_bound = (math.inf if contracted or not s.recent else cfg.fall_ratio * sum(trend) / len(trend)
+                       if trend else -math.inf)  # -inf: a second cycle has no trend of d to show yet
+        shrinking = bool(s.recent) and d <= min(cfg.converge_max, jump_bound, trend_bound)
         losing = literals_lost >= cfg.min_lost and literals_before >= cfg.min_literals
         below = d < r
         evidence = shrinking and losing and below
-        threshold = min(cfg.converge_max, jump_bound, r)
+        threshold = min(cfg.converge_max, jump_bound, trend_bound, r)
         clear = literals_lost == 0 or d >= r + cfg.exit_margin
         cycle = s.cycle + 1
         state, streak, onset, run_start = s.state, s.streak, s.onset, s.run_start
         entered = left = False
         if state == "healthy":
+            if run_start is not None and cycle - run_start >= cfg.window:
+                streak, run_start = 0, None  # an entry run lasts `window` cycles: isolated dips never add up
             if evidence:
                 streak, run_start = streak + 1, run_start or cycle
             elif clear:
@@ -197,9 +226,10 @@ class ContractionDetector:
             if streak >= cfg.exit_cycles:
                 state, left, streak = "healthy", True, 0
         recent = (s.recent + [d])[-cfg.window:]
-        new = _State(state, cycle, streak, onset, recent, s.lost_total + literals_lost, run_start)
+        sizes = s.sizes if size_after is None else (s.sizes + [size_after])[-cfg.window:]
+        new = _State(state, cycle, streak, onset, recent, s.lost_total + literals_lost, run_start, sizes)
         verdict = CycleVerdict(cycle, state, d, r, literals_before, literals_lost, shrinking, losing, below,
-                               streak, onset, entered, left, threshold, not s.recent)
+                               streak, onset, entered, left, threshold, not s.recent, size_after, contracted)
         return new, verdict
 
     # --- persistence -------------------------------------------------------------------------
@@ -207,7 +237,8 @@ class ContractionDetector:
         """The state as a small JSON-able dict (the configuration is not included)."""
         s = self._s
         return {"v": _STATE_VERSION, "state": s.state, "cycle": s.cycle, "streak": s.streak, "onset": s.onset,
-                "recent": list(s.recent), "lost_total": s.lost_total, "run_start": s.run_start}
+                "recent": list(s.recent), "lost_total": s.lost_total, "run_start": s.run_start,
+                "sizes": list(s.sizes)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], config: DetectorConfig | None = None) -> ContractionDetector:
@@ -236,8 +267,13 @@ class ContractionDetector:
         if not isinstance(recent, list) or not all(_is_distance(x) for x in recent):
             raise ValueError(f"detector state field 'recent': expected a list of distances in [0, 1], "
                              f"got {recent!r}")
+        sizes = data.get("sizes", [])  # absent from states persisted before sizes were fed
+        if not isinstance(sizes, list) or not all(not isinstance(x, bool) and isinstance(x, int) and x >= 0
+                                                  for x in sizes):
+            raise ValueError(f"detector state field 'sizes': expected a list of integers >= 0, got {sizes!r}")
         det._s = _State(state, ints["cycle"], ints["streak"], onset,
-                        [float(x) for x in recent][-det.config.window:], ints["lost_total"], run_start)
+                        [float(x) for x in recent][-det.config.window:], ints["lost_total"], run_start,
+                        sizes[-det.config.window:])
         return det
 
     def with_config(self, config: DetectorConfig) -> ContractionDetector:

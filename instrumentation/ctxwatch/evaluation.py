@@ -50,10 +50,14 @@ class Evaluation:
             messages_before=len(base.context), messages_after=len(change.after),
             pass_number=pass_number, pass_cap=pass_cap, agent=agent, conversation_id=conversation_id,
             size_before=base.size,
-            size_after=base.size - sum(m.size for m in change.removed_messages)
-            + sum(m.size for m in change.added_messages),
+            size_after=size_after(base, change),
             hash_distance=self.distance, literals_before=self.literals_before, literals_lost=len(self.lost),
             lost_literals=self.lost, orphans_tool_use=len(self.orphans[0]),
             orphans_tool_result=len(self.orphans[1]), contraction_state=contraction_state,
             residual_pressure=self.pressure, episode=episode,
         )
+
+
+def size_after(base: ConsumedState, change: Change) -> int:
+    """The size of the proposal (`Message.size` summed), from the consumed size and what the change moves."""
+    return base.size - sum(m.size for m in change.removed_messages) + sum(m.size for m in change.added_messages)

@@ -37,7 +37,7 @@ from .deferral import Conversion, DeferralQueue, carried_text, whole_pair_conver
 from .diff import Change
 from .directives import DEFAULT_MARKERS
 from .errors import InvalidContextError
-from .evaluation import Evaluation
+from .evaluation import Evaluation, size_after
 from .fingerprint import Fingerprinter
 from .formats import FormatBridge, copy_shape, extended, tail_items
 from .invariants.directive_colocation import check_colocation
@@ -529,7 +529,8 @@ class ContextGuard:
             try:  # the alarm's one measurement of this cycle, previewed: the detector moves only at commit
                 cycle = measure_cycle(change, base.fp, self._fp_last_rewrite, self.literals, base.literal_counts)
                 fp_after, d, literals_before, lost = cycle.fp_after, cycle.d, cycle.literals_before, cycle.lost
-                verdict = self.detector.preview(cycle.d, cycle.literals_before, cycle.literals_lost)
+                verdict = self.detector.preview(cycle.d, cycle.literals_before, cycle.literals_lost,
+                                                size_after(base, change))
             except Exception as exc:
                 fp_after = d = verdict = None
                 failed("contraction", exc)
@@ -584,7 +585,8 @@ class ContextGuard:
 
     def _advance_detector(self, evaluation: Evaluation) -> None:
         if evaluation.verdict is not None:
-            self.detector.update(evaluation.verdict.d, evaluation.literals_before, len(evaluation.lost))
+            self.detector.update(evaluation.verdict.d, evaluation.literals_before, len(evaluation.lost),
+                                 evaluation.verdict.size_after)
 
     def _checked(self, state: ConsumedState) -> Any:
         return self.bridge.checked(state.context.messages, state.raw)

@@ -12,11 +12,11 @@ from ctxwatch.contraction import ContractionDetector, DetectorConfig
 from ctxwatch.simulate.loops import absorption_loop, appending_loop, sliding_loop, summarizing_loop
 from ctxwatch.simulate.meter import judge
 
-# figures (d, literals_before, literals_lost)
-CALM = (0.40, 20, 0)            # no loss: clear
-PEAK = (0.60, 20, 12)           # d < r but d is at a new high: neither evidence nor clear
-EVIDENCE = (0.30, 20, 12)       # d below its recent peak, losing, d=0.30 < r=0.60
-NEITHER = (0.58, 20, 12)        # in contracting: not clear (d < r + margin)
+# figures (d, literals_before, literals_lost, size of Q_t)
+CALM = (0.40, 20, 0, 1000)      # no loss: clear
+PEAK = (0.60, 20, 12, 1000)     # d < r but d is at a new high: neither evidence nor clear
+EVIDENCE = (0.30, 20, 12, 700)  # buffer contracting (700 <= 0.8 x 1000), d below its peak, losing, d < r=0.60
+NEITHER = (0.58, 20, 12, 700)   # in contracting: not clear (d < r + margin)
 
 
 def _feed(det, *figures):
@@ -55,7 +55,7 @@ def test_one_evidence_cycle_does_not_enter_and_two_do_with_the_onset_at_the_firs
 def test_an_ambiguous_cycle_holds_the_entry_run_and_a_clear_cycle_resets_it():
     """d a few hundredths above r neither confirms nor refutes: the run waits; a calm cycle ends it."""
     det = ContractionDetector()
-    v = _feed(det, PEAK, EVIDENCE, (0.62, 20, 12), EVIDENCE)        # evidence, d=0.62 vs r=0.60, evidence
+    v = _feed(det, PEAK, EVIDENCE, (0.62, 20, 12, 700), EVIDENCE)        # evidence, d=0.62 vs r=0.60, evidence
     assert v[2].state == "healthy" and v[2].streak == 1
     assert v[3].entered and v[3].onset == 2
     det = ContractionDetector()
@@ -66,8 +66,8 @@ def test_an_ambiguous_cycle_holds_the_entry_run_and_a_clear_cycle_resets_it():
 def test_a_version_1_state_still_loads():
     old = {"v": 1, "state": "healthy", "cycle": 6, "streak": 1, "onset": None, "recent": [0.4, 0.3],
            "lost_total": 9}
-    det = ContractionDetector.from_dict(old)
-    assert det.update(*EVIDENCE).onset == 6
+    det = ContractionDetector.from_dict(old)  # no sizes in it: d's own trend decides
+    assert det.update(0.15, 20, 12).onset == 6
 
 
 def test_leaving_needs_exit_cycles_consecutive_clear_cycles():
@@ -93,18 +93,18 @@ def test_first_cycle_is_never_shrinking_and_small_buffers_never_count():
 
 def test_buffers_that_are_not_alike_are_no_convergence_however_much_they_lose():
     """A full-replacement compaction repeated (d flat near 0.85, most literals lost) never alarms,
-    and its margin says how far d is above the evidence threshold."""
+    and its margin says how far d is above the evidence threshold (here: a flat d is no trend)."""
     det = ContractionDetector()
     verdicts = _feed(det, *[(0.85, 80, 75)] * 8)
     assert not any(v.evidence for v in verdicts) and det.state == "healthy"
-    assert verdicts[-1].margin == pytest.approx(0.85 - DetectorConfig().converge_max)
+    assert verdicts[-1].margin == pytest.approx(0.85 - DetectorConfig().fall_ratio * 0.85)
     assert ContractionDetector().update(*CALM).margin is None  # nothing lost: no d would be evidence
 
 
 def test_a_jump_above_the_recent_peak_is_no_convergence():
     det = ContractionDetector()
-    _feed(det, (0.20, 20, 0), (0.25, 20, 0))
-    jump = det.update(0.50, 20, 18)
+    _feed(det, (0.20, 20, 0, 1000), (0.25, 20, 0, 1000))
+    jump = det.update(0.50, 20, 18, 500)  # the buffer contracts, but d jumps
     assert not jump.shrinking and jump.margin == pytest.approx(0.50 - 0.35)
 
 
@@ -134,6 +134,7 @@ def test_state_round_trips_through_json_and_is_small():
     ((0.3, 10, True), "literals_lost"), ((0.3, 3, 4), "exceeds"),
 ])
 def test_bad_figures_are_refused_with_a_clear_message(figures, field):
+    """(A bad size of Q_t is refused the same way: see test_a_bad_size_is_refused.)"""
     det = ContractionDetector()
     with pytest.raises(ValueError, match=field):
         det.update(*figures)
@@ -153,7 +154,8 @@ def test_malformed_persisted_state_is_refused_naming_the_field(state, field):
 
 
 @pytest.mark.parametrize("kwargs", [{"enter_cycles": 0}, {"window": 1.5}, {"converge_max": math.nan},
-                                    {"rise_max": -0.1}, {"exit_margin": 2.0}, {"min_lost": True}])
+                                    {"rise_max": -0.1}, {"exit_margin": 2.0}, {"min_lost": True},
+                                    {"fall_ratio": 1.5}, {"contract_ratio": -0.2}])
 def test_bad_configuration_is_refused(kwargs):
     with pytest.raises(ValueError, match="DetectorConfig"):
         DetectorConfig(**kwargs)
@@ -165,3 +167,49 @@ def test_every_threshold_is_configurable():
     v = _feed(det, PEAK, EVIDENCE, EVIDENCE, EVIDENCE)
     assert [x.state for x in v] == ["healthy", "healthy", "healthy", "contracting"]
     assert "d<r=yes" in v[-1].explain() and "entered" in v[-1].explain()
+
+
+@pytest.mark.parametrize("size", [-1, 2.5, True, "700"])
+def test_a_bad_size_is_refused(size):
+    det = ContractionDetector()
+    with pytest.raises(ValueError, match="size_after"):
+        det.update(0.3, 10, 1, size)
+    assert det.cycle == 0
+
+
+def test_a_flat_d_with_a_steady_buffer_is_no_convergence_however_long_it_runs():
+    """Issue 13's naive summarizer: d flat near 0.5 below r, the buffer the same size every cycle,
+    with noise: isolated dips never add up to an entry."""
+    det = ContractionDetector()
+    ds = [0.55, 0.50, 0.52, 0.48, 0.33, 0.51, 0.50, 0.53, 0.49, 0.50, 0.33, 0.52] * 20
+    verdicts = _feed(det, *[(d, 7, 4, 320 + i % 3) for i, d in enumerate(ds)])
+    assert det.state == "healthy" and not any(v.contracted for v in verdicts)
+    assert sum(v.evidence for v in verdicts) == 40  # every dip is evidence on its own, never two within a window
+
+
+def test_d_falling_is_convergence_without_sizes_and_a_contracting_buffer_is_with_them():
+    by_trend = _feed(ContractionDetector(), (0.6, 20, 0), (0.5, 20, 10), (0.3, 20, 12), (0.15, 20, 12))
+    assert [v.evidence for v in by_trend] == [False, False, True, True] and by_trend[-1].entered
+    by_size = _feed(ContractionDetector(), (0.5, 20, 0, 3000), (0.5, 20, 12, 2000), (0.5, 20, 12, 1400))
+    assert [v.contracted for v in by_size] == [False, True, True] and by_size[-1].entered
+    steady = _feed(ContractionDetector(), (0.5, 20, 0, 3000), (0.5, 20, 12, 2900), (0.5, 20, 12, 2950))
+    assert not any(v.evidence for v in steady)
+
+
+def test_a_state_persisted_without_sizes_loads_and_sizes_round_trip():
+    det = ContractionDetector()
+    _feed(det, PEAK, EVIDENCE)
+    data = det.to_dict()
+    assert data["sizes"] == [1000, 700]
+    old = {k: v for k, v in data.items() if k != "sizes"}
+    again = ContractionDetector.from_dict(old)
+    assert again.to_dict()["sizes"] == [] and again.update(*EVIDENCE).state == "healthy"  # no size history yet
+    assert ContractionDetector.from_dict(data).update(*EVIDENCE).entered
+    with pytest.raises(ValueError, match="'sizes'"):
+        ContractionDetector.from_dict({**data, "sizes": [-3]})
+
+
+def test_an_entry_run_lasts_a_window():
+    det = ContractionDetector()
+    v = _feed(det, PEAK, EVIDENCE, *[(0.58, 20, 12, 1000)] * 4, EVIDENCE)
+    assert v[1].evidence and v[-1].evidence and det.state == "healthy" and v[-1].streak == 1

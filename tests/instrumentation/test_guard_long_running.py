@@ -55,15 +55,13 @@ def anthropic_model_turn(turn: int) -> list[dict]:
 
 def naive_summarizer(messages: list[dict], keep_first: int, fmt: str) -> list[dict]:
     """Replace the oldest 60% of the conversation (after `keep_first` messages) by one summary, cutting
-    where no tool pair is split and where the summary's user turn may stand. The summary names the
-    items it covers, as a model's summary does (one that drops every identifier is a literal-loss
-    question for the contraction alarm, docs/alarm.md, not a structural one)."""
+    where no tool pair is split and where the summary's user turn may stand. The summary is really naive:
+    it names nothing it folds (every SKU of the folded turns is gone), as issue 13's loops do."""
     body = messages[keep_first:]
     cut = int(len(body) * 0.6)
     while cut < len(body) and not starts_a_turn(body[cut], fmt):
         cut += 1
-    items = sorted(set(re.findall(r"SKU-\d{5}", json.dumps(body[:cut]))))
-    summary = {"role": "user", "content": f"Summary of {cut} earlier messages: stock levels of {', '.join(items)}."}
+    summary = {"role": "user", "content": f"Summary of {cut} earlier messages: the agent looked up stock levels."}
     if fmt == "openai_responses":
         summary["type"] = "message"
     return messages[:keep_first] + [summary] + body[cut:]
@@ -101,8 +99,9 @@ def marker_count(message: dict) -> int | None:
     return int(re.search(r"\): (\d+) messages in \d+ whole units", text).group(1))
 
 
-def run_loop(fmt: str, guard: ContextGuard, turns: int = TURNS) -> list[tuple[list, list]]:
+def run_loop(fmt: str, guard: ContextGuard, turns: int = TURNS, summarizer=None) -> list[tuple[list, list]]:
     """The agent loop; returns (proposal, returned) of every compaction."""
+    summarizer = summarizer or naive_summarizer
     model_turn, start, keep_first = LOOPS[fmt]
     messages = list(start)
     compactions = []
@@ -110,7 +109,7 @@ def run_loop(fmt: str, guard: ContextGuard, turns: int = TURNS) -> list[tuple[li
         guard.observe(messages)                # before the model call: what it consumes
         messages = messages + model_turn(turn)  # the model's turn and the tool's result
         if turn % EVERY == EVERY - 1:          # the awkward point: after appending, before observing
-            proposal = naive_summarizer(messages, keep_first, fmt)
+            proposal = summarizer(messages, keep_first, fmt)
             before = messages
             messages = guard.apply(proposal, kind="compact")
             compactions.append((before, proposal, messages))
@@ -195,6 +194,21 @@ def test_a_runaway_that_compacts_again_and_again_is_stopped_at_the_pass_cap():
     assert report.decision == "patch" and report.resolution == "whole_pairs"
 
 
+def numbered_summarizer():
+    """The naive summarizer, its summary numbered (still naming nothing it folds). In shadow mode the
+    caller's context stays in place, and an Anthropic summary identical to the one before it at the head
+    reads as that message kept and the turns after it pruned, which whole-pair conversion cannot mark
+    validly there (the guard would defer: a limit of the conversion, not of shadow mode)."""
+    count = iter(range(1, 10**6))
+
+    def summarize(messages: list[dict], keep_first: int, fmt: str) -> list[dict]:
+        out = naive_summarizer(messages, keep_first, fmt)
+        out[keep_first] = {**out[keep_first], "content": f"{out[keep_first]['content']} (compaction {next(count)})"}
+        return out
+
+    return summarize
+
+
 def first_result_dropped(messages: list[dict]) -> list[dict]:
     """The context without its first tool result (OpenAI tool message, or Anthropic user turn of results)."""
     at = next(i for i, m in enumerate(messages) if m["role"] == "tool" or "tool_result" in json.dumps(m))
@@ -207,7 +221,7 @@ def test_shadow_mode_passes_the_callers_contexts_through_and_reports_what_it_wou
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     guard = ContextGuard(f"shadow-{fmt}", format=fmt, shadow=True, telemetry=MutationTelemetry(provider, environ={}))
-    compactions = run_loop(fmt, guard, turns=60)
+    compactions = run_loop(fmt, guard, turns=60, summarizer=numbered_summarizer())
     for _, proposal, returned in compactions:
         assert returned == proposal and all(a is b for a, b in zip(returned, proposal, strict=True))
     spans = [s for s in exporter.get_finished_spans() if s.attributes[semconv.MUTATION_KIND] == "compact"]

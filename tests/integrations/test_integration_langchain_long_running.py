@@ -28,9 +28,9 @@ MAX_STATE_MESSAGES = 48  # the bound: the trigger (40) plus one invoke's turns, 
 
 class AgentFake(FakeMessagesListChatModel):
     """A fake chat model that answers from what it is sent, as a tool-calling model would: a new
-    question gets a tool call, a tool result gets an answer, a summarization prompt gets a summary
-    naming the orders and tracking numbers it covers (one that drops the tool results' identifiers is
-    the contraction alarm's question, issue 13 item 5, docs/alarm.md)."""
+    question gets a tool call, a tool result gets an answer, a summarization prompt gets a really naive
+    summary that names nothing it covers (every order and tracking number is gone: issue 13 item 5's
+    healthy loop, which the contraction alarm must leave running, docs/alarm.md)."""
 
     calls: int = 0
 
@@ -41,8 +41,7 @@ class AgentFake(FakeMessagesListChatModel):
         self.calls += 1
         last = messages[-1]
         if "Messages to summarize" in last.text:
-            orders = sorted(set(re.findall(r"\bA\d+|TRK-\d+", last.text)))
-            reply = AIMessage(content="Orders looked up so far: " + ", ".join(orders), id=f"sum-{self.calls}")
+            reply = AIMessage(content="The agent looked up some orders.", id=f"sum-{self.calls}")
         elif isinstance(last, ToolMessage):
             reply = AIMessage(content=f"Done: {last.text}", id=f"ai-answer-{self.calls}")
         else:

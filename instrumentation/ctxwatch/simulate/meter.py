@@ -33,7 +33,9 @@ def judge(pairs: Iterable[tuple[Sequence[Message], Sequence[Message]]],
     for t, (pre, post) in enumerate(pairs, 1):
         figures = meter.cycle(pre, post)
         if figures is not None:
-            out.append(Judged(t, figures, detector.update(figures.d, figures.literals_before, figures.literals_lost)))
+            verdict = detector.update(figures.d, figures.literals_before, figures.literals_lost,
+                                      sum(m.size for m in post))  # Q_t's size, as the guard's span carries it
+            out.append(Judged(t, figures, verdict))
     return out
 
 
