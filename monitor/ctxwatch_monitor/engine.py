@@ -218,7 +218,7 @@ class Engine:
         cycle = 0
         if order.source == MONITOR:
             if record.feeds_detector:
-                verdict = loop.detector.update(record.d, record.before, record.lost)
+                verdict = loop.detector.update(record.d, record.before, record.lost, record.size_after)
                 cycle = loop.cycles = verdict.cycle
                 loop.onset = verdict.onset
                 self._set_state(loop, verdict.state, cycle, at)

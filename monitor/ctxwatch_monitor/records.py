@@ -28,7 +28,7 @@ MAX_LIST_LENGTH = 64         # entries in ctxwatch.violations / ctxwatch.warning
 _INT_KEYS = frozenset({
     semconv.PASS_NUMBER, semconv.PASS_CAP, semconv.LITERALS_BEFORE, semconv.LITERALS_LOST,
     semconv.ORPHANS_TOOL_USE, semconv.ORPHANS_TOOL_RESULT, semconv.EPISODE, semconv.SEQUENCE,
-    semconv.CONTRACTION_CYCLE,
+    semconv.CONTRACTION_CYCLE, semconv.SIZE_AFTER,
 })
 _STRING_LIMITS = {
     semconv.LOOP_ID: MAX_ID_LENGTH, semconv.SERVICE_NAME: MAX_ID_LENGTH, AGENT_NAME: MAX_ID_LENGTH,
@@ -51,7 +51,7 @@ class MutationRecord:
 
     __slots__ = ("loop_id", "service", "agent", "kind", "decision", "pass_number", "pass_cap", "d", "before",
                  "lost", "orphans_tool_use", "orphans_tool_result", "violations", "warnings", "guard_state",
-                 "episode", "end_ns", "sequence", "guard_cycle")
+                 "episode", "end_ns", "sequence", "guard_cycle", "size_after")
 
     def __init__(self, attrs: dict[str, Any], end_ns: int) -> None:
         """`attrs` are the span's type-checked attributes; `validate` checks the rest and fills in
@@ -71,6 +71,7 @@ class MutationRecord:
         self.episode = get(semconv.EPISODE) or 0
         self.sequence: int | None = get(semconv.SEQUENCE)       # None: a guard that does not number its spans
         self.guard_cycle: int | None = get(semconv.CONTRACTION_CYCLE)
+        self.size_after: int | None = get(semconv.SIZE_AFTER)  # None: a guard that does not send it
 
     @property
     def loss_rate(self) -> float | None:
