@@ -44,6 +44,9 @@ _STORED = (semconv.MUTATION_KIND, semconv.DECISION, semconv.HASH_DISTANCE, semco
            semconv.CONTRACTION_CYCLE, semconv.LOOP_ID, semconv.SERVICE_NAME, AGENT_NAME)
 
 
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dumps with options builds one per call
+
+
 def _stored(record: MutationRecord) -> list[Any]:
     return [record.kind, record.decision, record.d, record.before, record.lost, record.guard_state, record.episode,
             record.sequence, record.guard_cycle, record.loop_id, record.service, record.agent, record.end_ns]
@@ -82,22 +85,30 @@ class LoopOrder:
         return self.next > 1 or self.waiting or self.previous is not None
 
     def to_json(self) -> str:
-        return json.dumps({"next": self.next, "since": self.since, "candidate": self.candidate,
-                           "previous": self.previous, "source": self.source, "reason": self.reason,
-                           "gap": self.gap, "seen": self.seen,
-                           "pending": [_stored(r) for r in self.pending.values()],
-                           "candidates": [_stored(r) for r in self.candidates.values()]}, separators=(",", ":"))
+        """The state as stored with the loop (the common case, nothing held, written without the encoder:
+        it is written for every loop a commit touches)."""
+        if not (self.pending or self.candidates or self.reason or self.gap or self.since is not None
+                or self.candidate is not None):
+            previous = "null" if self.previous is None else int(self.previous)
+            return (f'{{"next":{int(self.next)},"seen":{float(self.seen)!r},"previous":{previous},'
+                    f'"source":"{self.source}"}}')
+        return _encode({"next": self.next, "since": self.since, "candidate": self.candidate,
+                        "previous": self.previous, "source": self.source, "reason": self.reason,
+                        "gap": self.gap, "seen": self.seen,
+                        "pending": [_stored(r) for r in self.pending.values()],
+                        "candidates": [_stored(r) for r in self.candidates.values()]})
 
     @classmethod
     def from_json(cls, text: str | None) -> LoopOrder:
         order = cls()
         if text:
             data = json.loads(text)
-            order.next, order.since, order.candidate = data["next"], data["since"], data["candidate"]
-            order.previous, order.source, order.reason = data["previous"], data["source"], data["reason"]
-            order.gap, order.seen = data["gap"], data["seen"]
-            order.pending = {r.sequence: r for r in map(_record, data["pending"])}
-            order.candidates = {r.sequence: r for r in map(_record, data["candidates"])}
+            order.next, order.seen = data["next"], data["seen"]
+            order.previous, order.source = data["previous"], data["source"]
+            order.since, order.candidate = data.get("since"), data.get("candidate")
+            order.reason, order.gap = data.get("reason"), data.get("gap")
+            order.pending = {r.sequence: r for r in map(_record, data.get("pending", ()))}
+            order.candidates = {r.sequence: r for r in map(_record, data.get("candidates", ()))}
         return order
 
 
