@@ -265,9 +265,9 @@ class Engine:
         for loop_id in list(self.waiting):
             loop = self.store.get(loop_id)
             if loop is not None:
-                before = (loop.order.next, loop.episode)
+                before = loop.order.next
                 self.sequencer.expire(loop, now)
-                if (loop.order.next, loop.episode) != before:
+                if loop.order.next != before:
                     changed = True
                     self.store.dirty.add(loop_id)
             if loop is None or not loop.order.waiting:

@@ -18,9 +18,10 @@ Episodes: a span with another episode number than the loop's opens a candidate e
 aside while the loop's own episode goes on; the loop switches to it once two spans of it (two distinct
 sequence numbers) have arrived, whatever their end times. A lower episode number (the fresh guard of a
 restarted process counts from 0 again, but so do the spans of the episodes before, arriving late)
-also needs the loop's own episode to have been quiet for `wait` seconds. One forged span therefore
-cannot reset a loop's detector or clear its alarm, and it leaves no mark on the loop's later spans.
-Spans of the episode the loop left are late. The first span of a loop sets its episode directly.
+also needs a span of it arriving `wait` seconds or more after the last span of the loop's own
+episode. One forged span therefore cannot reset a loop's detector or clear its alarm, and it leaves
+no mark on the loop's later spans. Spans of the episode the loop left are late. The first span of a
+loop sets its episode directly.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ def _record(stored: list[Any]) -> MutationRecord:
 class LoopOrder:
     """Where a loop is in its guard's sequence, the spans held ahead of it, and whose state it shows."""
 
-    __slots__ = ("next", "pending", "since", "candidate", "candidates", "previous", "source", "reason", "gap",
-                 "seen")
+    __slots__ = ("next", "pending", "since", "candidate", "candidates", "candidate_seen", "previous", "source",
+                 "reason", "gap", "seen")
 
     def __init__(self) -> None:
         self.next = 1                                    # the sequence number expected next in the episode
@@ -69,6 +70,7 @@ class LoopOrder:
         self.since: float | None = None                  # when the oldest of them began waiting
         self.candidate: int | None = None                # another episode number seen, not yet confirmed
         self.candidates: dict[int, MutationRecord] = {}
+        self.candidate_seen = 0.0                        # when a span of it last arrived
         self.previous: int | None = None                 # the episode the loop left last
         self.source = MONITOR
         self.reason: str | None = None                   # why the loop follows the guard's state
@@ -77,12 +79,13 @@ class LoopOrder:
 
     @property
     def waiting(self) -> bool:
-        return bool(self.pending or self.candidates)
+        """Whether spans of the loop's episode wait for a missing one (a gap `Sequencer.expire` gives up)."""
+        return bool(self.pending)
 
     @property
     def sequenced(self) -> bool:
         """Whether the loop has had sequenced spans (then spans without a sequence are not applied)."""
-        return self.next > 1 or self.waiting or self.previous is not None
+        return self.next > 1 or bool(self.pending or self.candidates) or self.previous is not None
 
     def to_json(self) -> str:
         """The state as stored with the loop (the common case, nothing held, written without the encoder:
@@ -94,7 +97,7 @@ class LoopOrder:
                     f'"source":"{self.source}"}}')
         return _encode({"next": self.next, "since": self.since, "candidate": self.candidate,
                         "previous": self.previous, "source": self.source, "reason": self.reason,
-                        "gap": self.gap, "seen": self.seen,
+                        "gap": self.gap, "seen": self.seen, "candidate_seen": self.candidate_seen,
                         "pending": [_stored(r) for r in self.pending.values()],
                         "candidates": [_stored(r) for r in self.candidates.values()]})
 
@@ -107,6 +110,7 @@ class LoopOrder:
             order.previous, order.source = data["previous"], data["source"]
             order.since, order.candidate = data.get("since"), data.get("candidate")
             order.reason, order.gap = data.get("reason"), data.get("gap")
+            order.candidate_seen = data.get("candidate_seen", 0.0)
             order.pending = {r.sequence: r for r in map(_record, data.get("pending", ()))}
             order.candidates = {r.sequence: r for r in map(_record, data.get("candidates", ()))}
         return order
@@ -152,10 +156,8 @@ class Sequencer:
         return HELD if held else APPLIED
 
     def expire(self, loop: Any, now: float) -> None:
-        """Give up the gap a held span has waited `wait` seconds for, apply what follows it; switch to a
-        candidate episode whose wait is over."""
+        """Give up the gap a held span has waited `wait` seconds for; apply what follows it."""
         order: LoopOrder = loop.order
-        self._maybe_switch(loop, now)
         while order.pending and order.since is not None and now - order.since >= self.wait:
             self._skip_gap(loop, now, f"not received within {self.wait:g} s")
 
@@ -184,6 +186,7 @@ class Sequencer:
         order: LoopOrder = loop.order
         if order.candidate != record.episode:
             order.candidate, order.candidates = record.episode, {}
+        order.candidate_seen = now
         fresh = record.sequence not in order.candidates and len(order.candidates) < self.window
         if fresh:
             order.candidates[record.sequence] = record
@@ -195,8 +198,8 @@ class Sequencer:
         order: LoopOrder = loop.order
         if order.candidate is None or len(order.candidates) < EPISODE_CONFIRMATIONS:
             return
-        if order.candidate < loop.episode and now - order.seen < self.wait:
-            return  # the loop's own episode is still under way: these may be spans of an episode before
+        if order.candidate < loop.episode and order.candidate_seen - order.seen < self.wait:
+            return  # they came while the loop's own episode went on: they may be spans of an episode before
         while order.pending:  # what the episode left behind is applied before it ends
             self._skip_gap(loop, now, "its episode ended")
         held, left = order.candidates, loop.episode
