@@ -135,6 +135,10 @@ class Sequencer:
         candidate episode) or LATE (counted by the caller, not applied)."""
         order: LoopOrder = loop.order
         sequence = record.sequence
+        if sequence == order.next and record.episode == loop.episode and not order.pending:  # the usual case
+            order.next, order.seen = sequence + 1, now
+            self._apply(loop, record, now)
+            return APPLIED
         if record.episode != loop.episode:
             if record.episode == order.previous:
                 return LATE
@@ -142,10 +146,6 @@ class Sequencer:
         order.seen = now
         if sequence < order.next or sequence in order.pending:
             return LATE
-        if sequence == order.next and not order.pending:
-            order.next += 1
-            self._apply(loop, record, now)
-            return APPLIED
         held = sequence != order.next
         order.pending[sequence] = record
         if order.since is None:
