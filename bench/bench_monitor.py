@@ -12,6 +12,11 @@ loops. Phases:
    Each pass over the pre-encoded bodies renames the loops (`for_pass`), so every span is a new cycle.
 3. overload: many more connections than admitted requests: counts 429/503, RSS before and after
 4. scale: a fresh monitor filled with 100,000 loops: RSS per tracked loop, GET /metrics render time
+5. budget: a fresh monitor, default series budget, 100 agents x 20 services (one loop each):
+   /metrics render+fetch time and series count, and /healthz latency while scrapes run back to back
+   against /healthz on the idle monitor (same run)
+6. idle connections: /healthz latency (a new connection per probe) while 1,000 connections are
+   open and idle, against the same probes with none open (same run)
 
 Prints min / median / max of the throughput of the runs, p50/p99 latency, RSS, and the ratio of the
 full path to the decode ceiling measured in the same run. Loopback only; bounded in time.
@@ -23,6 +28,8 @@ import argparse
 import http.client
 import itertools
 import os
+import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -56,9 +63,10 @@ def for_pass(body: bytes, index: int) -> bytes:
     return body if index == 0 else body.replace(PASS_TAG, b"-p%04d" % (index % 10_000))
 
 
-def build_request(first_loop: int, loops: int, cycle0: int, agents: int = 8) -> bytes:
+def build_request(first_loop: int, loops: int, cycle0: int, agents: int = 8, services: int = 0) -> bytes:
     """SPANS_PER_REQUEST mutation spans: consecutive cycles of `loops` loops, every tenth a contracting one,
-    each numbered as a guard numbers it (ctxwatch.sequence, ctxwatch.contraction.cycle)."""
+    each numbered as a guard numbers it (ctxwatch.sequence, ctxwatch.contraction.cycle). Loop i is agent
+    i % agents; with `services`, its spans name service (i // agents) % services."""
     request = ExportTraceServiceRequest()
     resource_spans = request.resource_spans.add()
     _attr(resource_spans.resource, "service.name", string_value="bench")
@@ -73,7 +81,7 @@ def build_request(first_loop: int, loops: int, cycle0: int, agents: int = 8) -> 
             d = max(0.01, 0.6 - 0.05 * cycle) if contracting else 0.4 + 0.01 * (cycle % 5)
             before = 40
             lost = min(before, 2 * cycle) if contracting else 0
-            kind = "append" if c % 4 == 3 else "compact"
+            kind = "append" if cycle % 4 == 3 else "compact"
             span = spans.add(name=semconv.span_name(kind), trace_id=os.urandom(16), span_id=os.urandom(8),
                              start_time_unix_nano=t, end_time_unix_nano=t + 1000)
             t += 1000
@@ -81,6 +89,8 @@ def build_request(first_loop: int, loops: int, cycle0: int, agents: int = 8) -> 
             _attr(span, semconv.SEQUENCE, int_value=cycle + 1)  # one span per cycle; every fourth an append
             _attr(span, semconv.CONTRACTION_CYCLE, int_value=cycle + 1 - (cycle + 1) // 4)
             _attr(span, semconv.GENAI_V1_41.agent_name, string_value=f"agent-{loop % agents}")
+            if services:
+                _attr(span, semconv.SERVICE_NAME, string_value=f"service-{(loop // agents) % services}")
             _attr(span, semconv.MUTATION_KIND, string_value=kind)
             _attr(span, semconv.DECISION, string_value="patch")
             _attr(span, semconv.PASS_NUMBER, int_value=cycle + 1)
@@ -287,6 +297,90 @@ def scale(args: argparse.Namespace, workdir: Path) -> None:
         monitor.stop()
 
 
+def _probe_ms(monitor: Monitor, path: str, count: int) -> list[float]:
+    """`count` GETs of `path`, each on a new connection (as a health probe does), in milliseconds."""
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        status, _ = monitor.get(path)
+        times.append((time.perf_counter() - started) * 1e3)
+        assert status == 200, status
+    return times
+
+
+def _mmm_ms(values: list[float]) -> str:
+    return f"min {min(values):.2f}  median {statistics.median(values):.2f}  max {max(values):.2f} ms"
+
+
+def budget(args: argparse.Namespace, workdir: Path) -> None:
+    agents, services = 100, 20
+    pairs = agents * services
+    monitor = Monitor(workdir / "budget.sqlite3", "--max-loops", str(pairs * 2))
+    try:
+        idle_health = _probe_ms(monitor, "/healthz", args.probes)
+        conn = monitor.connection()
+        for cycle in range(4):  # cycles 0-2 rewrite, 3 appends
+            for first in range(0, pairs, SPANS_PER_REQUEST):
+                conn.request("POST", "/v1/traces", build_request(first, min(SPANS_PER_REQUEST, pairs - first), cycle,
+                                                                 agents=agents, services=services), PROTOBUF)
+                response = conn.getresponse()
+                response.read()
+                assert response.status == 200, response.status
+        times, text = [], b""
+        for _ in range(args.metrics_scrapes):
+            started = time.perf_counter()
+            status, text = monitor.get("/metrics")
+            times.append((time.perf_counter() - started) * 1e3)
+            assert status == 200
+        series = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
+        overflow = sum(float(line.rsplit(b" ", 1)[1]) for line in text.splitlines()
+                       if line.startswith(b"ctxwatch_monitor_series_overflow_total{"))
+        print(f"budget          : {agents} agents x {services} services, default budget: {series:,} series "
+              f"(limit 20,000), {len(text) // 1024} KiB, {overflow:,.0f} updates to overflow series")
+        print(f"/metrics        : render+fetch {_mmm_ms(times)} (target <= 50 ms)")
+        stop = threading.Event()
+
+        def scrape() -> None:
+            while not stop.is_set():
+                monitor.get("/metrics")
+
+        scraper = threading.Thread(target=scrape)
+        scraper.start()
+        try:
+            busy_health = _probe_ms(monitor, "/healthz", args.probes)
+        finally:
+            stop.set()
+            scraper.join()
+        ratio = statistics.median(busy_health) / statistics.median(idle_health)
+        print(f"/healthz        : idle monitor {_mmm_ms(idle_health)}; during back-to-back scrapes "
+              f"{_mmm_ms(busy_health)}; median ratio {ratio:.2f}")
+    finally:
+        monitor.stop()
+
+
+def idle_connections(args: argparse.Namespace, workdir: Path) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = args.idle_connections + 256
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard),
+                                                    hard))
+    monitor = Monitor(workdir / "idle.sqlite3")
+    try:
+        baseline = _probe_ms(monitor, "/healthz", args.probes)
+        opened = [socket.create_connection((monitor.host, monitor.port)) for _ in range(args.idle_connections)]
+        try:  # well within the default 10 s header timeout, which closes them
+            loaded = _probe_ms(monitor, "/healthz", args.probes)
+            ready = _probe_ms(monitor, "/readyz", args.probes)
+        finally:
+            for sock in opened:
+                sock.close()
+        print(f"/healthz        : no idle connections {_mmm_ms(baseline)}")
+        print(f"/healthz        : {args.idle_connections:,} idle connections {_mmm_ms(loaded)}; median ratio "
+              f"{statistics.median(loaded) / statistics.median(baseline):.2f}  (/readyz {_mmm_ms(ready)})")
+    finally:
+        monitor.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="full-ingest phase length (default 60)")
@@ -302,15 +396,20 @@ def main() -> None:
     parser.add_argument("--scale-cycles", type=int, default=4, help="cycles per loop in the scale phase")
     parser.add_argument("--metrics-scrapes", type=int, default=20)
     parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--probes", type=int, default=200, help="/healthz probes per measurement")
+    parser.add_argument("--idle-connections", type=int, default=1000)
+    parser.add_argument("--only", choices=("throughput", "scale", "budget", "idle"), action="append",
+                        help="run only these phases (repeatable; default all)")
     args = parser.parse_args()
     if args.loops < 100:
         parser.error("--loops must be at least 100")
     if (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {1})
     with tempfile.TemporaryDirectory(prefix="ctxwatch-bench-") as tmp:
-        throughput(args, Path(tmp))
-        if not args.skip_scale:
-            scale(args, Path(tmp))
+        phases = {"throughput": throughput, "scale": scale, "budget": budget, "idle": idle_connections}
+        for name, phase in phases.items():
+            if (args.only is None and not (name == "scale" and args.skip_scale)) or name in (args.only or ()):
+                phase(args, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the monitor and a simulated fleet of guarded agent loops",
                           description="Start the monitor and a simulated fleet (healthy, contracting, orphaning, "
                           "policy-editing and plan-breaking loops) whose guards export real OTLP spans; show what "
-                          "fires. Exit 0 when every family behaves as designed, 1 otherwise.")
+                          "fires. Exit 0 when every family behaves as designed, 1 otherwise; Ctrl-C or SIGTERM "
+                          "stops it with a partial summary (exit 130 or 143).")
     demo.add_argument("--duration", type=_positive, default=60.0, help="seconds to run (default 60)")
     demo.add_argument("--loops", type=_count, default=3, help="concurrent loops per agent (default 3)")
     demo.add_argument("--port", type=_port, default=0, help="the monitor's port (default: a free one)")

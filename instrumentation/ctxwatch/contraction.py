@@ -1,33 +1,39 @@
 """The contraction-regime detector (record 003, DESIGN.md "The contraction regime").
 
-Fed once per applied rewrite cycle t with three figures — the fingerprint distance ``d_t``
-between consecutive post-rewrite buffers (Q_{t-1}, Q_t; for t = 1, P_1 and Q_1), the number of
-protected literals in the pre-rewrite buffer ``|literals(P_t)|`` and the number of them absent
-from Q_t, ``L_t`` — it computes ``r_t = L_t / |literals(P_t)|`` and calls the cycle *evidence*
-of contraction when all three of the design's conditions hold:
+Fed once per applied rewrite cycle t with three figures, measured by `ctxwatch.cycles` (the one
+measurement the guard, replay, the monitor's records and the calibration share) — the fingerprint
+distance ``d_t`` between consecutive post-rewrite buffers, the number of downstream literals in
+the pre-rewrite buffer ``|literals(P_t)|`` and how many of them are absent from Q_t, ``L_t`` — it
+computes ``r_t = L_t / |literals(P_t)|`` and calls the cycle *evidence* of contraction when the
+regime's three conditions hold:
 
-- d is shrinking:              ``d_t < shrink_ratio · max(d_{t-w} … d_{t-1})`` (w = `window`;
-                                shrink_ratio 1 is the strict reading, the default 1.25 also
-                                counts a change that has stopped growing fast — see below)
+- d is converging: consecutive buffers are alike, ``d_t ≤ converge_max``, and d is not jumping,
+  ``d_t ≤ max(d_{t-w} … d_{t-1}) + rise_max`` (w = `window`; never on a first cycle)
 - cumulative loss is growing:  ``L_t ≥ min_lost`` and ``|literals(P_t)| ≥ min_literals``
 - distance below loss rate:    ``d_t < r_t``
+
+All three bound d_t from above, so one number says how far a cycle is from being evidence: its
+*margin* ``d_t − threshold``, where the threshold is the smallest of ``converge_max``, the
+jump bound and ``r_t`` (a cycle that loses nothing, or a first cycle, is no evidence at any d;
+for a first cycle the threshold leaves the jump bound out, saying how close it would be). Why these
+conditions: a compaction that replaces a history by a fresh summary (Claude Code's) has
+d 0.83-0.97: consecutive buffers are not alike, whatever it loses, and repeating it changes
+nothing about that (the old "within 25% of the recent peak" test let such a flat series count);
+a loop converging on a fixed point has consecutive buffers ever more alike while literals keep
+going. Compounding compression raises d for a cycle or two after the onset before it falls,
+hence a bounded rise rather than a strict fall (docs/alarm.md has the figures for both).
 
 The state machine has hysteresis both ways: `enter_cycles` evidence cycles with no clear cycle
 between them move it from ``healthy`` to ``contracting`` (the onset recorded is the first
 evidence cycle of that run), and `exit_cycles` consecutive *clear* cycles move it back, where a
 clear cycle loses no literal or changes the buffer clearly more than it loses
-(``d_t ≥ r_t + exit_margin``). A cycle that is neither evidence nor clear (d within
-`exit_margin` above r) neither confirms nor refutes: it holds the entry run where it is and
-breaks an exit run. Requiring strictly consecutive evidence instead lets one cycle where d and r
-are a few hundredths apart restart the run; docs/alarm.md gives the figures for both.
+(``d_t ≥ r_t + exit_margin``). A cycle that is neither evidence nor clear neither confirms nor
+refutes: it holds the entry run where it is and breaks an exit run.
 
 The detector is pure (figures in, verdict out) and its state is a small JSON-able dict, so the
 guard runs it in-process and the monitor rebuilds the very same state from span attributes
 (`ctxwatch.hash.distance`, `ctxwatch.literals.before`, `ctxwatch.literals.lost`) and persists it.
-Compounding compression makes d_t *rise* for a cycle or two after the onset (each cycle cuts
-a larger share than the last) before it falls towards the fixed point; with the strict reading
-the alarm then comes 3-4 cycles after the onset. Defaults and the evidence for them (including
-the strict setting's figures): docs/alarm.md.
+Defaults and the evidence for them: docs/alarm.md.
 """
 
 from __future__ import annotations
@@ -47,8 +53,9 @@ class DetectorConfig:
 
     enter_cycles: consecutive evidence cycles that enter ``contracting`` (the design's k).
     exit_cycles: consecutive clear cycles that return to ``healthy``.
-    window: how many previous distances the shrinking test compares against (their maximum).
-    shrink_ratio: d_t is shrinking when below this multiple of that maximum (1.0: strictly below).
+    window: how many previous distances the jump bound looks at (their maximum).
+    converge_max: d_t above this is no convergence (consecutive buffers are not alike).
+    rise_max: d_t more than this above that maximum is a jump, not convergence (0: never above it).
     min_literals: fewest literals in P_t for r_t to count (smaller buffers are never evidence).
     min_lost: fewest literals lost in a cycle for the cumulative loss to count as growing.
     exit_margin: a cycle is clear when it loses nothing or ``d_t >= r_t + exit_margin``.
@@ -57,8 +64,9 @@ class DetectorConfig:
     enter_cycles: int = 2
     exit_cycles: int = 2
     window: int = 4
-    shrink_ratio: float = 1.25
-    min_literals: int = 3
+    converge_max: float = 0.6
+    rise_max: float = 0.1
+    min_literals: int = 1
     min_lost: int = 1
     exit_margin: float = 0.05
 
@@ -67,7 +75,8 @@ class DetectorConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"DetectorConfig.{name} must be an integer >= 1, got {value!r}")
-        for name, low, high in (("shrink_ratio", 0.0, 2.0), ("exit_margin", 0.0, 1.0)):
+        for name, low, high in (("converge_max", 0.0, 1.0), ("rise_max", 0.0, 1.0),
+                                ("exit_margin", 0.0, 1.0)):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or not low <= value <= high:
                 raise ValueError(f"DetectorConfig.{name} must be a number in [{low}, {high}], got {value!r}")
@@ -83,13 +92,21 @@ class CycleVerdict:
     r: float
     literals_before: int
     literals_lost: int
-    shrinking: bool
+    shrinking: bool  # condition 1, d converging (the name is kept: replay's JSON reports it as "shrinking")
     losing: bool
     below: bool
     streak: int
     onset: int | None
     entered: bool = False
     left: bool = False
+    threshold: float = 0.0
+    first: bool = False
+
+    @property
+    def margin(self) -> float | None:
+        """How far d_t is above the evidence threshold: None when no d would make the cycle evidence
+        (nothing was lost, or a first cycle, which has no trend to judge)."""
+        return self.d - self.threshold if self.losing and not self.first else None
 
     @property
     def evidence(self) -> bool:
@@ -98,7 +115,7 @@ class CycleVerdict:
 
     def explain(self) -> str:
         """One line: the state, the figures and which conditions held."""
-        checks = (("d shrinking", self.shrinking), ("literals lost", self.losing), ("d<r", self.below))
+        checks = (("d converging", self.shrinking), ("literals lost", self.losing), ("d<r", self.below))
         conds = ", ".join(f"{name}={'yes' if held else 'no'}" for name, held in checks)
         change = " (entered)" if self.entered else " (left)" if self.left else ""
         onset = f", onset cycle {self.onset}" if self.onset is not None else ""
@@ -158,10 +175,12 @@ class ContractionDetector:
         _check_figures(d, literals_before, literals_lost)
         cfg, s = self.config, self._s
         r = literals_lost / literals_before if literals_before else 0.0
-        shrinking = bool(s.recent) and d < cfg.shrink_ratio * max(s.recent)
+        jump_bound = max(s.recent) + cfg.rise_max if s.recent else math.inf
+        shrinking = bool(s.recent) and d <= min(cfg.converge_max, jump_bound)
         losing = literals_lost >= cfg.min_lost and literals_before >= cfg.min_literals
         below = d < r
         evidence = shrinking and losing and below
+        threshold = min(cfg.converge_max, jump_bound, r)
         clear = literals_lost == 0 or d >= r + cfg.exit_margin
         cycle = s.cycle + 1
         state, streak, onset, run_start = s.state, s.streak, s.onset, s.run_start
@@ -180,7 +199,7 @@ class ContractionDetector:
         recent = (s.recent + [d])[-cfg.window:]
         new = _State(state, cycle, streak, onset, recent, s.lost_total + literals_lost, run_start)
         verdict = CycleVerdict(cycle, state, d, r, literals_before, literals_lost, shrinking, losing, below,
-                               streak, onset, entered, left)
+                               streak, onset, entered, left, threshold, not s.recent)
         return new, verdict
 
     # --- persistence -------------------------------------------------------------------------

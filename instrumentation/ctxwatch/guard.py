@@ -24,11 +24,12 @@ from typing import Any
 
 from . import decision as decisions
 from .contraction import ContractionDetector, DetectorConfig
+from .cycles import measure_cycle
 from .deferral import DeferralQueue, carried_text, elision_marker, whole_pair_compaction
 from .diff import Change
 from .directives import DEFAULT_MARKERS
 from .errors import InvalidContextError, NonMonotonicRewriteError
-from .fingerprint import Fingerprinter, distance
+from .fingerprint import Fingerprinter
 from .formats import FormatBridge, copy_shape
 from .invariants.directive_colocation import check_colocation
 from .invariants.literal_loss import check_literal_loss, literal_diff
@@ -447,13 +448,9 @@ class ContextGuard:
         return found
 
     def _check_contraction(self, change: Change, figures: dict[str, Any]) -> list[Finding]:
-        fp_after = self._fp.updated(change.removed_messages, change.added_messages)
-        base = self._fp_last_rewrite if self._fp_last_rewrite is not None else self._fp
-        d = distance(base, fp_after)
-        figures["d"] = d
-        figures["fp_after"] = fp_after
-        before = figures.get("literals_before", len(self._literal_counts))
-        verdict = self.detector.update(d, before, len(figures.get("lost", ())))
+        cycle = measure_cycle(change, self._fp, self._fp_last_rewrite, self.literals, self._literal_counts)
+        figures.update(d=cycle.d, fp_after=cycle.fp_after, literals_before=cycle.literals_before, lost=cycle.lost)
+        verdict = self.detector.update(cycle.d, cycle.literals_before, cycle.literals_lost)
         if verdict.state != "contracting":
             return []
         action = "halt" if self.halt_on_contraction else "warn"

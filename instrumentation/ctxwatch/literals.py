@@ -3,16 +3,38 @@
 IDs, hashes, paths, URLs, error codes and user-registered patterns are extracted per message,
 case-sensitively, and cached by message digest, so a rewrite's literal-set diff costs only the
 messages it changed. Literal *values* never leave the process through telemetry; only counts do.
+
+Two rules shape what a literal is (measured on the corpus, docs/alarm.md "Literals"):
+
+- A value with fewer than two letters or digits is never a literal (``' '``, ``' → '``, ``'/'``,
+  ``'/a'``): it is punctuation or white space, nothing a consumer matches exactly.
+- A literal nested in a longer one is kept as itself when the longer one is a *container* — a
+  path, a URL or a code span — so a UUID inside a path survives a summary that keeps the UUID but
+  not the path. Inside an *atomic* literal (a UUID, a hash, a ticket, a tool id...) the pieces are
+  not literals of their own (a UUID's hex groups are not hashes).
+
+Tool-call arguments are read as the values of their JSON document, not as its text. Measured on
+the corpus's 1,843 tool calls (Claude Code, Codex, OpenHands, SWE-agent): the keys hold no literal
+in any format, and scanning the JSON text instead of its values hides 52 literals (glued to their
+neighbours by escapes such as a newline written as backslash-n) and invents 8 (a URL with the
+backslash of an escaped quote at its end). Arguments that are not JSON (Codex's free-form tool
+input, 365 calls) are read as text.
+
+`downstream(message)` is the subset the contraction alarm counts (`ctxwatch.cycles`): literals of
+the message's text and tool-call arguments, not of its tool results — what the user, the system
+prompt, the plan and the agent itself put in the context, rather than tool output that nothing
+downstream used again.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .model import Message
+from .model import Message, ToolCall, ToolResult, part_text
 
 # errno names (ENOENT, ECONNRESET...): a capitalised word starting with E is not an error code by itself
 _ERRNO = ("2BIG|ACCES|ADDRINUSE|ADDRNOTAVAIL|AGAIN|ALREADY|BADF|BUSY|CANCELED|CHILD|CONNABORTED|CONNREFUSED|"
@@ -53,7 +75,55 @@ _TOKEN_LOCAL = frozenset({"ticket", "hex", "hex_prefixed", "uuid", "url", "abs_p
                           "error_code", "tool_id", "number"})
 _CANDIDATE = re.compile(r"(?<!\S)(?=\S*?[0-9/_:-]|[^\sA-Z]*[A-Z][^\sA-Z]*[A-Z])\S+")
 
+# patterns whose matches hold other literals as parts (their nested matches are literals too)
+CONTAINER_PATTERNS = frozenset({"url", "abs_path", "rel_path", "win_path", "code_span"})
+_MIN_ALNUM = 2
+
 _CACHE_LIMIT = 200_000
+
+
+def argument_values(arguments: str) -> list[str]:
+    """The scalar values of a tool call's JSON arguments (the text itself when it is not JSON)."""
+    try:
+        document = json.loads(arguments)
+    except ValueError:
+        return [arguments]
+    values, stack = [], [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str):
+            values.append(node)
+        elif node is not None:
+            values.append(json.dumps(node))
+    return values
+
+
+def literal_text(message: Message, *, tool_output: bool = True) -> str:
+    """The text literals are read from: text parts, tool names and argument values, and (with
+    `tool_output`) tool results."""
+    pieces: list[str] = []
+    for part in message.parts:
+        if type(part) is ToolCall:
+            pieces.append(part.name)
+            pieces.extend(argument_values(part.arguments))
+        elif type(part) is not ToolResult or tool_output:
+            pieces.append(part_text(part))
+    return "\n".join(p for p in pieces if p)
+
+
+def _substantial(value: str) -> bool:
+    """At least two letters or digits: not punctuation or white space."""
+    count = 0
+    for c in value:
+        if c.isalnum():
+            count += 1
+            if count >= _MIN_ALNUM:
+                return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -101,49 +171,64 @@ class LiteralRegistry:
         self._cache.clear()
 
     def extract(self, text: str) -> frozenset[str]:
-        """Every literal in `text`, case-sensitive; a match inside a longer match is not counted
-        on its own (a UUID is one literal, not also its hex groups)."""
-        spans: list[tuple[int, int, str]] = []
+        """Every literal in `text`, case-sensitive; a match inside a longer *atomic* match is not
+        counted on its own (a UUID is one literal, not also its hex groups), a match inside a
+        container (a path, URL or code span) is; values without two letters or digits never are."""
+        spans: list[tuple[int, int, bool, str]] = []
         candidates = _Candidates(text) if self._token_local else None
         for name, pattern in self._patterns.items():
             need = self._needs.get(name)
             if need is not None and not any(n in text for n in need):
                 continue
             group = 1 if pattern.groups else 0
+            container = name in CONTAINER_PATTERNS
             if candidates is not None and name in self._token_local:
-                spans.extend(candidates.search(pattern))
+                spans.extend((start, neg_end, container, value) for start, neg_end, value in candidates.search(pattern))
                 continue
             for m in pattern.finditer(text):
                 if m.group(group):
-                    spans.append((m.start(group), -m.end(group), m.group(group)))
+                    spans.append((m.start(group), -m.end(group), container, m.group(group)))
         spans.sort()
         found: set[str] = set()
-        reach = -1
-        for start, neg_end, value in spans:
+        reach = -1  # end of the furthest-reaching atomic match so far
+        for start, neg_end, container, value in spans:
             if -neg_end <= reach and start < reach:
-                continue  # inside an earlier, longer match
-            found.add(value)
-            reach = max(reach, -neg_end)
+                continue  # inside an earlier, longer atomic match
+            if _substantial(value):
+                found.add(value)
+            if not container:
+                reach = max(reach, -neg_end)
         if self._exact:
             found.update(lit for lit in self._exact if lit in text)
         return frozenset(found)
 
     def of(self, message: Message) -> frozenset[str]:
         """The literals of one message, computed once per distinct message content."""
-        key = message.digest
-        cached = self._cache.get(key)
+        cached = self._cache.get(message.digest)
         if cached is None:
-            if len(self._cache) >= self._cache_limit:
-                for stale in list(self._cache)[: self._cache_limit // 2]:
-                    del self._cache[stale]
-            cached = self._cache[key] = self.extract(message.text)
+            cached = self._remember(message.digest, literal_text(message) if message.tool_calls else message.text)
         return cached
 
     def of_all(self, messages: Iterable[Message]) -> set[str]:
-        out: set[str] = set()
-        for m in messages:
-            out |= self.of(m)
-        return out
+        return set().union(*map(self.of, messages))
+
+    def downstream(self, message: Message) -> frozenset[str]:
+        """The literals of the message's text and tool-call arguments (not of its tool results)."""
+        if not message.result_ids:
+            return self.of(message)  # nothing to leave out: the same set, from the same cache
+        key = ~message.digest  # a key no message digest (>= 0) uses
+        cached = self._cache.get(key)
+        return cached if cached is not None else self._remember(key, literal_text(message, tool_output=False))
+
+    def _remember(self, key: int, text: str) -> frozenset[str]:
+        if len(self._cache) >= self._cache_limit:
+            for stale in list(self._cache)[: self._cache_limit // 2]:
+                del self._cache[stale]
+        found = self._cache[key] = self.extract(text)
+        return found
+
+    def downstream_of_all(self, messages: Iterable[Message]) -> set[str]:
+        return set().union(*map(self.downstream, messages))
 
 
 class _Candidates:

@@ -10,8 +10,14 @@ touching the globals (pass its providers to `MutationTelemetry`).
 Fail open: the exporters are wrapped so a failed or raising export is counted
 (``ctxwatch.telemetry.errors``, `ctxwatch.telemetry.error_count`) and logged at debug level;
 exporting runs on the SDK's background threads with a bounded queue (spans past it are dropped,
-never waited for) and per-request timeouts; `OtlpPipeline.shutdown` and `force_flush` return
-after `timeout_s` even when an exporter hangs.
+never waited for) and per-request timeouts.
+
+Bounded shutdown: the SDK does not bound it (a BatchSpanProcessor waits up to 30 s for its worker,
+whose last export retries a connection error with backoff until the exporter's timeout), so
+`OtlpPipeline.shutdown` and `force_flush` run it on daemon threads and return within `timeout_s` in
+total, whatever the endpoint does; a shutdown that runs out of time then stops the exporters, which
+ends the SDK's retry wait. The exporter's own timeout (``OTEL_EXPORTER_OTLP_TIMEOUT`` or
+`timeout_s`) is left as configured: ctxwatch never sets or replaces it.
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -40,7 +47,7 @@ from .telemetry.mutation import VERSION
 ENV_SDK_DISABLED = "OTEL_SDK_DISABLED"
 ENV_TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"
 ENV_METRICS_EXPORTER = "OTEL_METRICS_EXPORTER"
-DEFAULT_SHUTDOWN_TIMEOUT_S = 5.0
+DEFAULT_SHUTDOWN_TIMEOUT_S = 3.0  # docs/telemetry.md, "Fail-open behaviour": the exit bound
 
 OnFailure = Callable[[BaseException | str], None]
 
@@ -65,7 +72,19 @@ def _quietly(on_failure: OnFailure, call: Callable[[], Any], fallback: Any = Non
         return fallback
 
 
-class CountingSpanExporter(SpanExporter):
+class _StopsOnce:
+    """An exporter wrapper shut down at most once: the pipeline may stop it (to end the SDK's retries
+    when a shutdown runs out of time) before or after the SDK's own shutdown call reaches it."""
+
+    _stopped = False
+
+    def _stop_once(self, on_failure: OnFailure, call: Callable[[], Any]) -> None:
+        if not self._stopped:
+            self._stopped = True
+            _quietly(on_failure, call)
+
+
+class CountingSpanExporter(_StopsOnce, SpanExporter):
     """Wraps a span exporter: failures and exceptions are counted, never propagated."""
 
     def __init__(self, inner: SpanExporter, on_failure: OnFailure) -> None:
@@ -77,13 +96,13 @@ class CountingSpanExporter(SpanExporter):
                         SpanExportResult.FAILURE)
 
     def shutdown(self) -> None:
-        _quietly(self._on_failure, self.inner.shutdown)
+        self._stop_once(self._on_failure, self.inner.shutdown)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return _quietly(self._on_failure, lambda: self.inner.force_flush(timeout_millis), False)
 
 
-class CountingMetricExporter(MetricExporter):
+class CountingMetricExporter(_StopsOnce, MetricExporter):
     """Wraps a metric exporter (keeping its temporality and aggregation preferences) the same way."""
 
     def __init__(self, inner: MetricExporter, on_failure: OnFailure) -> None:
@@ -102,11 +121,12 @@ class CountingMetricExporter(MetricExporter):
                         False)
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        _quietly(self._on_failure, lambda: self.inner.shutdown(timeout_millis=timeout_millis, **kwargs))
+        self._stop_once(self._on_failure, lambda: self.inner.shutdown(timeout_millis=timeout_millis, **kwargs))
 
 
 def _bounded(calls: Sequence[Callable[[], Any]], timeout_s: float) -> bool:
-    """Run `calls` on daemon threads; True if all finished within `timeout_s` (never blocks longer)."""
+    """Run `calls` on daemon threads; True if all finished within `timeout_s` in total (never blocks longer)."""
+    deadline = time.monotonic() + timeout_s
     threads = []
     for call in calls:
         def run(call: Callable[[], Any] = call) -> None:
@@ -118,26 +138,34 @@ def _bounded(calls: Sequence[Callable[[], Any]], timeout_s: float) -> bool:
         thread.start()
         threads.append(thread)
     for thread in threads:
-        thread.join(timeout_s)
+        thread.join(max(0.0, deadline - time.monotonic()))
     return not any(t.is_alive() for t in threads)
 
 
 @dataclass
 class OtlpPipeline:
-    """The providers `build` / `install` made (None for a signal left to the application or off)."""
+    """The providers `build` / `install` made (None for a signal left to the application or off), and
+    the wrapped exporters they send through."""
 
     tracer_provider: TracerProvider | None = None
     meter_provider: MeterProvider | None = None
     installed_traces: bool = False
     installed_metrics: bool = False
+    exporters: list[CountingSpanExporter | CountingMetricExporter] = field(default_factory=list)
+    stopping: bool = False  # failures while shutting down are counted without the (closing) meter provider
 
     def force_flush(self, timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S) -> bool:
         """Export what is buffered; returns within `timeout_s` (False if an exporter is still busy)."""
         return _bounded([p.force_flush for p in self._providers()], timeout_s)
 
     def shutdown(self, timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S) -> bool:
-        """Flush and stop both providers; returns within `timeout_s` even with a hanging exporter."""
-        return _bounded([p.shutdown for p in self._providers()], timeout_s)
+        """Flush and stop both providers; returns within `timeout_s` even with a hanging exporter. An
+        export still retrying then is told to stop (what it had not sent is dropped); False then."""
+        self.stopping = True
+        finished = _bounded([p.shutdown for p in self._providers()], timeout_s)
+        if not finished:  # without waiting: a replaced exporter's own shutdown might hang too
+            _bounded([exporter.shutdown for exporter in self.exporters], 0.0)
+        return finished
 
     def _providers(self) -> list[Any]:
         return [p for p in (self.tracer_provider, self.meter_provider) if p is not None]
@@ -189,18 +217,20 @@ def build(*, service_name: str | None = None, loop_id: str | None = None,
     if with_metrics and not _exporter_off(ENV_METRICS_EXPORTER):
         inner = metric_exporter or OTLPMetricExporter(endpoint=_signal_url(endpoint, "/v1/metrics"),
                                                       headers=headers, timeout=timeout_s)
+        wrapped = CountingMetricExporter(inner, _counting("export_metrics", pipeline))
+        pipeline.exporters.append(wrapped)
         reader = PeriodicExportingMetricReader(
-            CountingMetricExporter(inner, _counting("export_metrics", pipeline)),
-            export_interval_millis=None if export_interval_s is None else export_interval_s * 1000)
+            wrapped, export_interval_millis=None if export_interval_s is None else export_interval_s * 1000)
         pipeline.meter_provider = MeterProvider(metric_readers=[reader], resource=resource,
                                                 shutdown_on_exit=False)
     if with_traces and not _exporter_off(ENV_TRACES_EXPORTER):
         inner_spans = span_exporter or OTLPSpanExporter(endpoint=_signal_url(endpoint, "/v1/traces"),
                                                         headers=headers, timeout=timeout_s)
         provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        wrapped_spans = CountingSpanExporter(inner_spans, _counting("export_traces", pipeline))
+        pipeline.exporters.append(wrapped_spans)
         provider.add_span_processor(BatchSpanProcessor(
-            CountingSpanExporter(inner_spans, _counting("export_traces", pipeline)),
-            max_queue_size=max_queue_size, max_export_batch_size=max_export_batch_size,
+            wrapped_spans, max_queue_size=max_queue_size, max_export_batch_size=max_export_batch_size,
             schedule_delay_millis=None if schedule_delay_s is None else schedule_delay_s * 1000))
         pipeline.tracer_provider = provider
     return pipeline
@@ -212,10 +242,12 @@ def _counting(stage: str, pipeline: OtlpPipeline) -> OnFailure:
     schema_url = semconv.genai_names().schema_url
 
     def on_failure(error: BaseException | str) -> None:
-        try:
-            counter = instruments_for(pipeline.meter_provider, VERSION, schema_url).telemetry_errors
-        except Exception:  # noqa: BLE001 - the count in `failures` still holds
-            counter = None
+        counter = None  # the count in `failures` holds without it
+        if not pipeline.stopping:
+            try:
+                counter = instruments_for(pipeline.meter_provider, VERSION, schema_url).telemetry_errors
+            except Exception:  # noqa: BLE001
+                counter = None
         record_failure(stage, error, counter)
     return on_failure
 

@@ -78,8 +78,8 @@ class Engine:
         self.sequencer = Sequencer(config.order_window, config.order_wait, self._apply_in_order, self._new_episode)
         self.waiting: set[str] = set()  # loops holding spans that arrived ahead of their turn
         self.ready = False
+        self.disk_error: str | None = None  # why the last write to the state file failed, until one succeeds
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxwatch-state")
-        self._label_sizes = (0, 0)
 
     # --- running on the state thread ---------------------------------------------------------------
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -97,26 +97,23 @@ class Engine:
         self.store.clear()
         persisted = [f for f in self.instruments.metric_set.families.values() if f.persist]
         for family in persisted:
-            family.values.clear()
+            family.clear()
         self.instruments.metric_set.forget_dirty()
         self.instruments.forget_labels()
         if self.database is not None:
-            for name in ("services", "agents"):
-                for value in self.database.meta(name) or []:
-                    getattr(self.instruments, name).value(value)
+            self.instruments.restore_labels({name: self.database.meta(name) for name in ("services", "agents")})
             families = self.instruments.metric_set.families
             for name, key, value in self.database.load_series():
                 if name in families and families[name].persist:
                     families[name].restore(key, value)
             self.waiting.clear()
             for row in self.database.load_loops():
-                loop = self._loop_from_row(row)
+                loop = self.database.checked(row, self._loop_from_row)
                 self.store.add(loop)
                 if loop.order.waiting:
                     self.waiting.add(loop.loop_id)
             self.store.dirty.clear()
             self.store.removed.clear()
-        self._label_sizes = self._current_label_sizes()
         self.ready = True
 
     def _loop_from_row(self, row: dict[str, Any]) -> LoopState:
@@ -277,38 +274,45 @@ class Engine:
         return len(self.waiting)
 
     def sweep(self) -> int:
-        """Forget loops past the TTL and persist their removal."""
-        evicted = self.store.sweep(time.time())
-        if evicted:
-            self._persist()
+        """Forget loops past the TTL and label values past the label TTL; persist (with the labels'
+        last-seen times)."""
+        now = time.time()
+        evicted = self.store.sweep(now)
+        self.instruments.sweep_labels(now, self.config.label_ttl)
+        self._persist(labels=True)
         return evicted
 
-    # --- persistence -----------------------------------------------------------------------------------
-    def _current_label_sizes(self) -> tuple[int, int]:
-        return len(self.instruments.services.known()), len(self.instruments.agents.known())
+    def check_disk(self) -> None:
+        """After a failed write: try a small write; clears `disk_error` when the state file takes it."""
+        if self.disk_error is not None and self.database is not None:
+            try:
+                self.database.probe()
+            except sqlite3.Error as exc:
+                self.disk_error = str(exc)
+            else:
+                self.disk_error = None
 
-    def _persist(self) -> None:
+    # --- persistence -----------------------------------------------------------------------------------
+    def _persist(self, labels: bool = False) -> None:
         store = self.store
-        series = self.instruments.metric_set.take_dirty()
+        series, dropped = self.instruments.metric_set.take_dirty()
         dirty = [store.loops[i] for i in store.dirty]
         removed = list(store.removed)
         store.dirty.clear()
         store.removed.clear()
+        meta = self.instruments.take_label_state(force=labels)
         if self.database is None:
             return
-        meta: dict[str, Any] = {}
-        sizes = self._current_label_sizes()
-        if sizes != self._label_sizes:
-            meta = {"services": self.instruments.services.known(), "agents": self.instruments.agents.known()}
         rows = [_row(loop) for loop in dirty]
         started = time.perf_counter()
         try:
-            self.database.write(rows, removed, series, meta)
+            self.database.write(rows, removed, series, meta, dropped)
         except sqlite3.Error as exc:
             log.error("ctxwatch monitor: writing the state file failed (%s); reloading the last committed state", exc)
+            self.disk_error = str(exc)
             self._reload_after_failure()
             raise Unavailable(f"the state file could not be written: {exc}") from None
-        self._label_sizes = sizes
+        self.disk_error = None
         self.instruments.db_write_duration.observe((), time.perf_counter() - started)
 
     def _reload_after_failure(self) -> None:

@@ -62,6 +62,15 @@ def _status_details(code: grpc.StatusCode, refusal: Refusal, retry_after: int) -
     return status.SerializeToString()
 
 
+def _client_address(peer: str) -> str:
+    """The client's address in a gRPC peer string (`ipv4:127.0.0.1:5555`, `ipv6:[::1]:5555`), for the
+    per-client admission share; the port is left out, as for HTTP."""
+    kind, _, rest = peer.partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return peer
+    return rest.rsplit(":", 1)[0].strip("[]")
+
+
 async def _given(body: bytes) -> bytes:
     return body
 
@@ -121,7 +130,8 @@ class OtlpGrpcServer:
         if loop is None:
             self._abort(context, Refusal(503, "the monitor is not serving; retry later", retry=True))
         try:
-            future = asyncio.run_coroutine_threadsafe(self.receiver.export(lambda: _given(body), PROTOBUF), loop)
+            export = self.receiver.export(lambda: _given(body), PROTOBUF, client=_client_address(context.peer()))
+            future = asyncio.run_coroutine_threadsafe(export, loop)
             result = future.result()
         except Refusal as refusal:
             self._abort(context, refusal)

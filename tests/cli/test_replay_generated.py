@@ -56,11 +56,11 @@ def test_record_003_a_contracting_loop_is_flagged_at_the_cycle_the_guard_would(t
     session = doc["sessions"][0]
     in_process = judge([(c.pre, c.post) for c in loop.cycles])
     assert len(session["mutations"]) == len(in_process)
-    for m, (figures, verdict) in zip(session["mutations"], in_process, strict=True):
+    for m, (_, figures, verdict) in zip(session["mutations"], in_process, strict=True):
         assert m["hash_distance"] == pytest.approx(verdict.d, abs=1e-6)
         assert (m["literals"]["before"], m["literals"]["lost"]) == (figures.literals_before, figures.literals_lost)
         assert sorted(figures.lost) == m["literals"]["lost_values"]
-    entered = next(v for _, v in in_process if v.entered)
+    entered = next(j.verdict for j in in_process if j.verdict.entered)
     assert session["verdict"]["state"] == "contracting"
     assert (session["verdict"]["entered_at"], session["verdict"]["onset"]) == (entered.cycle, entered.onset)
     assert [f["invariant"] for m in session["mutations"] for f in m["findings"] if f["enforced"]] == ["contraction"]

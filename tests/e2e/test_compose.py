@@ -7,21 +7,31 @@ container reads scrapes the monitor service on the monitor's port (and passes `p
 config`), Grafana's datasource points at the Prometheus service, the collector exports mutation spans
 to the monitor (and, in the fleet profile, load-balances on ctxwatch.loop.id over both replicas),
 Alertmanager delivers to the receiver service, and the demo fleets send to a collector.
+
+Safe by default (issue 15): every port is published on 127.0.0.1 unless CTXWATCH_PUBLISH_ADDRESS says
+otherwise; the monitors require a bearer token that the `secrets-init` service generates (its script is
+run here for real, and a real monitor started with the variable the compose file sets refuses a request
+without the file's token) and every collector exporter to a monitor sends that file's token; Grafana's
+admin password is generated, never admin/admin; Prometheus runs without its lifecycle and admin APIs.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import stat
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 import yaml
-from mixin_stack import REPO
+from mixin_stack import REPO, Service
 
 from ctxwatch import semconv
 from ctxwatch_monitor.config import MonitorConfig
@@ -30,13 +40,20 @@ COMPOSE = shutil.which("docker-compose")
 pytestmark = pytest.mark.skipif(not COMPOSE, reason="needs Debian's docker-compose package (compose v1)")
 FLEET = {"monitor-replica-1", "monitor-replica-2", "otel-collector-fleet", "demo-fleet"}
 MONITOR_PORT = MonitorConfig().port  # 4318, the port the image's monitor listens on (CTXWATCH_MONITOR_PORT)
+MONITORS = ("monitor", "monitor-replica-1", "monitor-replica-2")
+SECRETS_SCRIPT = REPO / "dashboards" / "secrets" / "generate_secrets.py"
+PUBLISH = "CTXWATCH_PUBLISH_ADDRESS"
 
 
 @cache
-def compose() -> dict[str, Any]:
-    """`docker-compose config` of the file with every profile on: the resolved model."""
+def compose(publish_address: str | None = None) -> dict[str, Any]:
+    """`docker-compose config` of the file with every profile on: the resolved model (with
+    CTXWATCH_PUBLISH_ADDRESS unset, or set to `publish_address`)."""
+    env = {k: v for k, v in os.environ.items() if k != PUBLISH}
+    if publish_address is not None:
+        env[PUBLISH] = publish_address
     result = subprocess.run([COMPOSE or "docker-compose", "-f", str(REPO / "docker-compose.yml"), "--profile", "fleet",
-                             "config"], capture_output=True, text=True, timeout=120, cwd=REPO)
+                             "config"], capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)
 
@@ -62,8 +79,21 @@ def host_path(service: str, container_path: str) -> Path:
     raise AssertionError(f"{service} mounts nothing at {container_path}")
 
 
+def _published(service: str, model: dict[str, Any] | None = None) -> list[tuple[str, int, int]]:
+    """(host address, host port, container port) of each published port, from either form `config`
+    prints: compose v1's "ip:published:target/proto" strings or the long form's mappings."""
+    out = []
+    for port in (model or compose())["services"][service].get("ports", []):
+        if isinstance(port, dict):
+            out.append((port.get("host_ip", "0.0.0.0"), int(port["published"]), int(port["target"])))
+            continue
+        *host, published, target = port.split("/")[0].split(":")
+        out.append((host[0] if host else "0.0.0.0", int(published), int(target)))
+    return out
+
+
 def _container_ports(service: str) -> set[int]:
-    return {int(p["target"]) for p in services()[service].get("ports", [])}
+    return {target for _, _, target in _published(service)}
 
 
 def _hostport(address: str) -> tuple[str, int]:
@@ -78,8 +108,8 @@ def _collector_config(service: str) -> dict[str, Any]:
 
 
 def test_compose_parses_with_every_service_and_profile() -> None:
-    assert set(services()) == {"monitor", "demo", "otel-collector", "jaeger", "prometheus", "alertmanager",
-                               "alert-receiver", "grafana", *FLEET}
+    assert set(services()) == {"secrets-init", "monitor", "demo", "otel-collector", "jaeger", "prometheus",
+                               "alertmanager", "alert-receiver", "grafana", *FLEET}
     for name, service in services().items():
         assert (name in FLEET) == (service.get("profiles") == ["fleet"]), name
 
@@ -215,3 +245,135 @@ def test_alertmanager_delivers_to_the_receiver_service() -> None:
     command = services()["alert-receiver"]["command"]
     assert _hostport(webhook["url"]) == ("alert-receiver", int(command[command.index("--port") + 1]))
     assert host_path("alert-receiver", command[1]).name == "alert_receiver.py"
+
+
+# --- safe by default ---------------------------------------------------------------------------------
+def _volume_at(service: str, directory: str) -> str:
+    """The named volume a service mounts at `directory`."""
+    [source] = [src for src, target in _mounts(service) if target == directory]
+    assert not source.startswith("/"), f"{service} bind-mounts {source} at {directory}, not a named volume"
+    return source
+
+
+def _generated_secrets() -> dict[str, int]:
+    """{path in the secrets-init container: owner uid} of the secrets it generates."""
+    command = services()["secrets-init"]["command"]
+    assert command[:2] == ["python", "/app/generate_secrets.py"]
+    assert host_path("secrets-init", command[1]) == SECRETS_SCRIPT
+    return {path: int(uid) for path, uid in (arg.rsplit("=", 1) for arg in command[2:])}
+
+
+def _secret_in(service: str, path: str) -> int:
+    """Check that `service` sees the secrets-init file `path` through the same volume (read-only unless it
+    is secrets-init itself); the uid owning the file."""
+    directory = str(Path(path).parent)
+    assert _volume_at(service, directory) == _volume_at("secrets-init", directory)
+    if service != "secrets-init":
+        [mode] = [_mode(volume) for volume in services()[service]["volumes"] if _target(volume) == directory]
+        assert mode == "ro", f"{service} must mount {directory} read-only"
+    return _generated_secrets()[path]
+
+
+def _target(volume: str | dict[str, Any]) -> str:
+    return volume.split(":")[1] if isinstance(volume, str) else volume["target"]
+
+
+def _mode(volume: str | dict[str, Any]) -> str:
+    if isinstance(volume, dict):
+        return "ro" if volume.get("read_only") else "rw"
+    parts = volume.split(":")
+    return parts[2] if len(parts) > 2 else "rw"
+
+
+def _waits_for_the_secrets(service: str) -> None:
+    assert services()[service]["depends_on"]["secrets-init"] == {"condition": "service_completed_successfully"}
+
+
+def test_every_port_is_published_on_loopback_unless_the_user_opts_in() -> None:
+    published = {name: _published(name) for name in services()}
+    assert sum(map(len, published.values())) >= 10
+    for name, ports in published.items():
+        for host, _, _ in ports:
+            assert host == "127.0.0.1", f"{name} is published on {host or 'every interface'}"
+    opted_in = compose("0.0.0.0")
+    for name in services():
+        assert [host for host, _, _ in _published(name, opted_in)] == ["0.0.0.0"] * len(published[name])
+
+
+def test_the_secrets_script_generates_private_values_once_and_keeps_them(tmp_path: Path) -> None:
+    token, password = tmp_path / "ctxwatch" / "token", tmp_path / "grafana" / "admin-password"
+    uid = os.geteuid()
+    args = [sys.executable, str(SECRETS_SCRIPT), f"{token}={uid}", f"{password}={uid}"]
+    first = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0 and first.stdout.count("generated") == 2, first.stderr
+    values = {path: path.read_text() for path in (token, password)}
+    for path, value in values.items():
+        assert re.fullmatch(r"[A-Za-z0-9_-]{43}", value), "32 random bytes, URL-safe, no newline"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o400 and path.stat().st_uid == uid
+        assert value not in first.stdout
+    assert values[token] != values[password]
+    again = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and again.stdout.count("kept") == 2
+    assert {path: path.read_text() for path in values} == values  # a restart keeps the token and the password
+    bad = subprocess.run([sys.executable, str(SECRETS_SCRIPT), str(token)], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "expected PATH=UID" in bad.stderr
+
+
+def test_the_monitors_require_the_generated_token(tmp_path: Path) -> None:
+    dockerfile = (REPO / "monitor" / "Dockerfile").read_text()
+    image_uid = int(re.search(r"useradd .*--uid (\d+)", dockerfile).group(1))
+    for name in MONITORS:
+        token_file = services()[name]["environment"]["CTXWATCH_MONITOR_TOKEN_FILE"]
+        assert _secret_in(name, token_file) == image_uid  # the monitor's user owns (and alone reads) it
+        _waits_for_the_secrets(name)
+    # a real monitor, configured the way the compose file configures it, with a token the script made
+    token_file = tmp_path / "token"
+    subprocess.run([sys.executable, str(SECRETS_SCRIPT), f"{token_file}={os.geteuid()}"], check=True, timeout=60,
+                   capture_output=True)
+    cmd = [sys.executable, "-m", "ctxwatch_monitor", "--host", "127.0.0.1", "--port", "0", "--state", ":memory:"]
+    monitor = Service("monitor", cmd, tmp_path, env={"CTXWATCH_MONITOR_TOKEN_FILE": str(token_file)})
+    try:
+        monitor.url_from_first_line()
+        bearer = {"Authorization": f"Bearer {token_file.read_text()}"}
+        assert httpx.get(monitor.url + "/api/loops", timeout=10).status_code == 401
+        assert httpx.get(monitor.url + "/api/loops", headers=bearer, timeout=10).status_code == 200
+        refused = httpx.post(monitor.url + "/v1/traces", content=b"{}", timeout=10,
+                             headers={"Content-Type": "application/json"})
+        assert refused.status_code == 401
+    finally:
+        monitor.stop()
+
+
+def test_every_collector_export_to_a_monitor_carries_the_generated_token() -> None:
+    checked = 0
+    for collector in ("otel-collector", "otel-collector-fleet"):
+        config = _collector_config(collector)
+        _check_pipelines(config)
+        for name, exporter in config["exporters"].items():
+            if "endpoint" not in exporter or _hostport(exporter["endpoint"])[0] not in MONITORS:
+                continue
+            authenticator = exporter["auth"]["authenticator"]
+            assert authenticator.startswith("bearertokenauth") and authenticator in config["service"]["extensions"]
+            token_file = config["extensions"][authenticator]["filename"]
+            monitor = _hostport(exporter["endpoint"])[0]
+            assert token_file == services()[monitor]["environment"]["CTXWATCH_MONITOR_TOKEN_FILE"], name
+            _secret_in(collector, token_file)
+            checked += 1
+    assert checked == 3  # the monitor, and each replica behind the fleet's balancer
+
+
+def test_grafana_has_a_generated_admin_password_and_anonymous_read_only() -> None:
+    grafana = services()["grafana"]
+    environment = grafana["environment"]
+    assert "GF_SECURITY_ADMIN_PASSWORD" not in environment  # no literal password, admin/admin least of all
+    assert _secret_in("grafana", environment["GF_SECURITY_ADMIN_PASSWORD__FILE"]) == 472  # the image's grafana user
+    _waits_for_the_secrets("grafana")
+    assert environment["GF_AUTH_ANONYMOUS_ENABLED"] == "true" and environment["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    assert environment["GF_USERS_ALLOW_SIGN_UP"] == "false"
+
+
+def test_prometheus_runs_without_its_lifecycle_and_admin_apis() -> None:
+    command = services()["prometheus"]["command"]
+    assert command[0].startswith("--config.file=")
+    for flag in ("--web.enable-lifecycle", "--web.enable-admin-api", "--web.enable-remote-write-receiver"):
+        assert not any(arg.startswith(flag) for arg in command), f"prometheus runs with {flag}"

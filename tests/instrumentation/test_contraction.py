@@ -28,10 +28,10 @@ def test_record_003_instruction_absorption_is_caught_within_two_cycles_of_onset(
     delays = []
     for seed in range(10):
         loop = absorption_loop(seed)
-        verdicts = [v for _, v in judge((c.pre, c.post) for c in loop.cycles)]
-        entered = next(v.cycle for v in verdicts if v.entered)
+        judged = judge((c.pre, c.post) for c in loop.cycles)
+        entered = next(j.t for j in judged if j.verdict.entered)
         delays.append(entered - loop.onset)
-        assert all(v.state == "healthy" for v in verdicts[: loop.onset - 1]), seed
+        assert all(j.verdict.state == "healthy" for j in judged if j.t < loop.onset), seed
     assert all(delay >= 0 for delay in delays), delays
     assert sum(delay <= 2 for delay in delays) >= 9, delays
 
@@ -40,7 +40,7 @@ def test_record_003_instruction_absorption_is_caught_within_two_cycles_of_onset(
 def test_healthy_loops_never_alarm(make):
     for seed in range(5):
         loop = make(seed)
-        assert all(v.state == "healthy" for _, v in judge((c.pre, c.post) for c in loop.cycles)), seed
+        assert all(j.verdict.state == "healthy" for j in judge((c.pre, c.post) for c in loop.cycles)), seed
 
 
 def test_one_evidence_cycle_does_not_enter_and_two_do_with_the_onset_at_the_first():
@@ -88,7 +88,24 @@ def test_a_contracting_loop_stays_contracting_while_it_keeps_losing():
 def test_first_cycle_is_never_shrinking_and_small_buffers_never_count():
     det = ContractionDetector()
     assert not det.update(0.01, 20, 19).shrinking
-    assert not det.update(0.01, 2, 2).losing  # fewer literals than min_literals
+    assert not ContractionDetector(DetectorConfig(min_literals=3)).update(0.01, 2, 2).losing  # < min_literals
+
+
+def test_buffers_that_are_not_alike_are_no_convergence_however_much_they_lose():
+    """A full-replacement compaction repeated (d flat near 0.85, most literals lost) never alarms,
+    and its margin says how far d is above the evidence threshold."""
+    det = ContractionDetector()
+    verdicts = _feed(det, *[(0.85, 80, 75)] * 8)
+    assert not any(v.evidence for v in verdicts) and det.state == "healthy"
+    assert verdicts[-1].margin == pytest.approx(0.85 - DetectorConfig().converge_max)
+    assert ContractionDetector().update(*CALM).margin is None  # nothing lost: no d would be evidence
+
+
+def test_a_jump_above_the_recent_peak_is_no_convergence():
+    det = ContractionDetector()
+    _feed(det, (0.20, 20, 0), (0.25, 20, 0))
+    jump = det.update(0.50, 20, 18)
+    assert not jump.shrinking and jump.margin == pytest.approx(0.50 - 0.35)
 
 
 def test_preview_does_not_change_the_state():
@@ -135,15 +152,15 @@ def test_malformed_persisted_state_is_refused_naming_the_field(state, field):
         ContractionDetector.from_dict(state)
 
 
-@pytest.mark.parametrize("kwargs", [{"enter_cycles": 0}, {"window": 1.5}, {"shrink_ratio": math.nan},
-                                    {"exit_margin": 2.0}, {"min_lost": True}])
+@pytest.mark.parametrize("kwargs", [{"enter_cycles": 0}, {"window": 1.5}, {"converge_max": math.nan},
+                                    {"rise_max": -0.1}, {"exit_margin": 2.0}, {"min_lost": True}])
 def test_bad_configuration_is_refused(kwargs):
     with pytest.raises(ValueError, match="DetectorConfig"):
         DetectorConfig(**kwargs)
 
 
 def test_every_threshold_is_configurable():
-    strict = DetectorConfig(enter_cycles=3, shrink_ratio=1.0)
+    strict = DetectorConfig(enter_cycles=3, rise_max=0.0)
     det = ContractionDetector(strict)
     v = _feed(det, PEAK, EVIDENCE, EVIDENCE, EVIDENCE)
     assert [x.state for x in v] == ["healthy", "healthy", "healthy", "contracting"]

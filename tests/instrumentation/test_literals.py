@@ -1,6 +1,7 @@
 """The literal registry (record 003): patterns, containment, user patterns, and that scanning only
 the candidate tokens finds exactly what scanning the whole text finds."""
 
+import json
 import re
 
 import pytest
@@ -8,21 +9,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwatch import LiteralRegistry, Message
-from ctxwatch.literals import DEFAULT_PATTERNS
+from ctxwatch.literals import CONTAINER_PATTERNS, DEFAULT_PATTERNS
 
 
 def reference_extract(text: str) -> frozenset[str]:
-    """Every default pattern over the whole text, matches inside longer matches dropped."""
+    """Every default pattern over the whole text; matches inside longer atomic matches dropped,
+    matches inside containers kept; values with fewer than two letters or digits dropped."""
     spans = []
-    for pattern in map(re.compile, DEFAULT_PATTERNS.values()):
+    for name, pattern in DEFAULT_PATTERNS.items():
+        pattern = re.compile(pattern)
         g = 1 if pattern.groups else 0
-        spans += [(m.start(g), -m.end(g), m.group(g)) for m in pattern.finditer(text) if m.group(g)]
+        spans += [(m.start(g), -m.end(g), name in CONTAINER_PATTERNS, m.group(g))
+                  for m in pattern.finditer(text) if m.group(g)]
     found, reach = set(), -1
-    for start, neg_end, value in sorted(spans):
+    for start, neg_end, container, value in sorted(spans):
         if -neg_end <= reach and start < reach:
             continue
-        found.add(value)
-        reach = max(reach, -neg_end)
+        if sum(c.isalnum() for c in value) >= 2:
+            found.add(value)
+        if not container:
+            reach = max(reach, -neg_end)
     return frozenset(found)
 
 
@@ -70,3 +76,35 @@ def test_user_patterns_and_exact_literals():
 def test_shouting_is_not_an_error_code_but_errno_names_hex_and_windows_paths_are_literals():
     text = r"Error EVERYONE must READ the EXAMPLE; got ENOENT at 0xdeadbeef1 in C:\Users\bob\file.txt"
     assert LiteralRegistry().extract(text) == {"ENOENT", "0xdeadbeef1", r"C:\Users\bob\file.txt"}
+
+
+def test_a_literal_nested_in_a_path_is_a_literal_of_its_own():
+    uuid = "550e8400-e29b-41d4-a716-446655440000"
+    found = LiteralRegistry().extract(f"wrote /var/runs/{uuid}/out.json and ticket OPS-4411")
+    assert {f"/var/runs/{uuid}/out.json", uuid, "OPS-4411"} <= found
+    assert "550e8400" not in found  # a UUID's groups are not hashes of their own
+
+
+def test_white_space_and_punctuation_are_never_literals():
+    found = LiteralRegistry().extract("use ` ` then ` → ` and `/` or n /a; keep `config_path`")
+    assert found == {"config_path"}
+
+
+def test_downstream_literals_leave_out_tool_output_but_keep_the_call_arguments():
+    from ctxwatch.model import ToolCall, ToolResult
+    reg = LiteralRegistry()
+    call = Message("assistant", [ToolCall("call_1", "read", '{"path": "/srv/app/main.py"}')])
+    result = Message("tool", [ToolResult("call_1", "deadbeef12 at /srv/app/main.py line 3")])
+    assert "/srv/app/main.py" in reg.downstream(call)
+    assert reg.downstream(result) == frozenset() and "deadbeef12" in reg.of(result)
+
+
+def test_tool_arguments_are_read_as_json_values_not_as_escaped_text():
+    """A literal glued to a JSON escape is still found; a URL is not taken with an escape's backslash."""
+    from ctxwatch.model import ToolCall
+    args = json.dumps({"command": "cat /srv/app/main.py\ncurl https://api.example.com", "note": 'see "OPS-4411"'})
+    found = LiteralRegistry().of(Message("assistant", [ToolCall("call_1", "bash", args)]))
+    assert {"/srv/app/main.py", "https://api.example.com", "OPS-4411"} <= found
+    assert not any(lit.endswith("\\") or lit.endswith("\\n") for lit in found), found
+    free_form = LiteralRegistry().of(Message("assistant", [ToolCall("call_2", "apply_patch", "*** /srv/x.py")]))
+    assert "/srv/x.py" in free_form

@@ -6,12 +6,20 @@ from __future__ import annotations
 from ctxwatch.idempotence import check_idempotence, order_changes
 from ctxwatch.literals import LiteralRegistry
 from ctxwatch.simulate.loops import (
+    SimulatedAgent,
     absorption_loop,
+    converging_loop,
     paraphrasing_loop,
     reranking_loop,
     summarizing_loop,
+    task_keeping_replacing_loop,
 )
-from ctxwatch.simulate.rewriters import InstructionAbsorbingRewriter, ParaphrasingRewriter, SalienceReranker
+from ctxwatch.simulate.rewriters import (
+    FoldingSummarizer,
+    InstructionAbsorbingRewriter,
+    ParaphrasingRewriter,
+    SalienceReranker,
+)
 from ctxwatch.simulate.text import TextGen
 
 REGISTRY = LiteralRegistry()
@@ -74,3 +82,29 @@ def test_literal_preserving_summarization_loses_no_literal():
     for c in loop.cycles:
         assert REGISTRY.of_all(c.pre) <= REGISTRY.of_all(c.post)
     assert any(len(c.post) < len(c.pre) for c in loop.cycles)  # it did summarize
+
+
+def test_the_folding_summarizer_folds_the_oldest_share_without_its_literals_and_keeps_the_rest():
+    buffer = SimulatedAgent(7).opening(10)
+    rest = [m for m in buffer if m.role != "system"]
+    folded = FoldingSummarizer(0.6, 0.3)(buffer)
+    cut = round(len(rest) * 0.6)
+    assert folded[0] == buffer[0] and folded[2:] == rest[cut:]  # the newest 40% verbatim
+    assert REGISTRY.of(folded[1]) == frozenset() and REGISTRY.of_all(rest[:cut]) - REGISTRY.of_all(rest[cut:])
+
+
+def test_the_converging_summarizer_keeps_its_summary_and_takes_in_ever_less_of_the_new_turns():
+    loop = converging_loop(3, onset=3)
+    summaries = [c.post[-1].text for c in loop.cycles[2:]]
+    bodies = [s.split("): ", 1)[1] for s in summaries]
+    assert all(later.startswith(earlier) for earlier, later in zip(bodies, bodies[1:], strict=False))
+    growth = [len(b) - len(a) for a, b in zip(bodies, bodies[1:], strict=False)]
+    assert growth[-1] <= growth[0] and growth[-1] == 0  # the fixed point: nothing new gets in
+    assert all(REGISTRY.of(c.post[-1]) == frozenset() for c in loop.cycles[2:])
+
+
+def test_task_keeping_keeps_the_users_task_verbatim_after_the_system_prompt():
+    loop = task_keeping_replacing_loop(1000)
+    task = loop.cycles[0].pre[1]
+    rewrites = [c for c in loop.cycles if c.post != c.pre]
+    assert rewrites and all(c.post[1] == task and len(c.post) == 3 for c in rewrites)

@@ -52,7 +52,10 @@ def test_server_side_tool_clearing_is_one_prune_span_per_new_edit_with_lost_lite
     # the server cleared 2 oldest tool uses at call 5 (4 uses > 3, keep 2) and 3 at call 6: two edits
     assert capture.summary() == [("ctxwatch prune", "patch"), ("ctxwatch prune", "patch")]
     first, second = (s.attributes for s in capture.spans())
-    assert (first[semconv.LITERALS_LOST], second[semconv.LITERALS_LOST]) == (2, 1)  # TRK-1000/1001, then TRK-1002
+    # TRK-1000/1001, then TRK-1002 leave the model's view: the literal_loss check warns on both edits; they
+    # were tool output only, so they are no downstream literal and the cycle loses none (docs/alarm.md)
+    assert all("literal_loss" in s[semconv.WARNINGS] for s in (first, second))
+    assert (first[semconv.LITERALS_LOST], second[semconv.LITERALS_LOST]) == (0, 0)
     assert first[semconv.ORPHANS_TOOL_USE] == first[semconv.ORPHANS_TOOL_RESULT] == 0
     # the guard's view is what the model read: the three oldest results are placeholders now
     cleared = [b for m in guard.messages[1:] if isinstance(m["content"], list) for b in m["content"]
@@ -87,7 +90,7 @@ def test_a_compaction_block_is_one_compact_mutation_measuring_what_the_summary_d
     assert len(compacted_at) == 1
     assert capture.summary() == [("ctxwatch compact", "patch")]
     span = capture.spans()[0].attributes
-    assert span[semconv.LITERALS_LOST] >= 1 and span[semconv.ORPHANS_TOOL_RESULT] == 0
+    assert "literal_loss" in span[semconv.WARNINGS] and span[semconv.ORPHANS_TOOL_RESULT] == 0
     # from then on the guard reads what the server reads: the summary and what follows it
     assert guard.messages[0]["content"][0] == {"type": "text", "text": "Orders A0-A5 were looked up; all shipped."}
 

@@ -1,9 +1,10 @@
 """The demo's simulated fleet: agent loops that really rewrite their context through a real guard.
 
 Each family is one agent behaviour, driven by the seeded rewrite functions of `ctxwatch.simulate`
-(no canned outputs) and checked by a `ContextGuard` per loop:
+(no canned outputs) and checked by a `ContextGuard` per loop. A loop is one episode; every family
+but the compactor rewrites its working buffer, after the system prompt, as its mutable zone:
 
-- summarizer (healthy): literal-preserving extractive summaries, made between sessions.
+- summarizer (healthy): literal-preserving extractive summaries of the working buffer.
 - ranker (healthy): a salience re-ranker with a fixed index (a mutation with provenance).
 - scratchpad (contracts): the directive gets absorbed into the buffer in a phrasing no marker
   knows, so only the contraction alarm can catch it; the guard halts the loop.
@@ -105,9 +106,11 @@ class DemoLoop:
         return report
 
     def _compact(self, proposal: list[Message], kind: str = "compact") -> Report:
-        """A rewrite made between two sessions (a task ends, the next prompt is not consumed yet), so
-        the consumed-prefix rule (record 000) does not defer it; every other invariant applies."""
-        self.guard.session_boundary()
+        """A rewrite of the loop's working buffer, which these loops declare as their mutable zone: the
+        consumed prefix is the system prompt alone (record 000: a rewrite at or after the generation
+        boundary is a patch, not deferred). Every other invariant applies, and the loop stays in one
+        episode, so the contraction alarm sees all its cycles (a session boundary would start a new one)."""
+        self.guard.observe(self.buffer, boundary=1)
         return self._check(proposal, kind)
 
 

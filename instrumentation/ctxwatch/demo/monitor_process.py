@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -22,19 +23,34 @@ class MonitorUnavailable(RuntimeError):
 
 
 class MonitorProcess:
-    """`python -m ctxwatch_monitor` on 127.0.0.1, stopped on `close()`."""
+    """`python -m ctxwatch_monitor` on 127.0.0.1, stopped on `close()`. Its stderr goes to an anonymous
+    temp file (read when it fails to start), so a chatty monitor can never block on a full pipe."""
 
     def __init__(self, port: int, state: Path, *, startup_timeout_s: float = 30.0) -> None:
         cmd = [sys.executable, "-m", "ctxwatch_monitor", "--host", "127.0.0.1", "--port", str(port),
                "--state", str(state), "--log-level", "warning"]
+        self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
         try:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            # its own session: a terminal's Ctrl-C (or hang-up) reaches the demo only, which keeps the
+            # monitor up for the partial summary and then stops it (close)
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+                                         start_new_session=True)
         except OSError as exc:
+            self._stderr.close()
             raise MonitorUnavailable(f"cannot start the monitor: {exc}") from None
+        try:
+            self._await_ready(startup_timeout_s)
+        except BaseException:  # a failed start, or a signal while starting: never leave the child behind
+            self.close()
+            raise
+
+    def _await_ready(self, startup_timeout_s: float) -> None:
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if "listening on " not in line:
-            err = self.proc.stderr.read() if self.proc.stderr else ""
             self.proc.kill()
+            self.proc.wait()
+            self._stderr.seek(0)
+            err = self._stderr.read()
             last = (err.strip().splitlines() or [line.strip() or "no output"])[-1]
             hint = " (install ctxwatch[monitor])" if "No module named" in err else ""
             raise MonitorUnavailable(f"the monitor did not start: {last}{hint}")
@@ -43,18 +59,21 @@ class MonitorProcess:
         deadline = time.monotonic() + startup_timeout_s
         while not self.client.ready():
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.close()
                 raise MonitorUnavailable(f"the monitor at {self.url} never became ready")
             time.sleep(0.1)
 
-    def close(self) -> None:
+    def close(self, grace_s: float = 5.0) -> None:
+        """Stop the monitor (SIGTERM, then SIGKILL after `grace_s`), reap it and close its pipes."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._stderr.close()
 
 
 class MonitorClient:

@@ -7,6 +7,10 @@ by a fresh one of the same agent, so the monitor and its dashboards see steady t
 
 At the end the demo asks the monitor which loops it flagged and compares them with what each
 family is built to do: absorption loops must be flagged, healthy loops never.
+
+SIGINT (Ctrl-C) or SIGTERM stops the fleet where it is: the demo prints a partial summary of the
+cycles run so far, then shuts the span pipeline down, stops the monitor and removes its temp folder
+(see `stop_signals`), and exits with 128 + the signal number.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import tempfile
 import time
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,11 +27,14 @@ from typing import Any
 from ..telemetry import MutationTelemetry
 from .fleet import FAMILIES, DemoLoop
 from .monitor_process import MonitorClient, MonitorProcess, MonitorUnavailable
+from .stop_signals import Interrupted, StopSignals
 from .view import FleetView
 
 HEALTHY = {"support-summarizer", "research-ranker"}
 CONTRACTING = {"scratchpad-writer"}
 ROUND_S = 1.0  # every active loop runs one cycle per round
+FLUSH_S = 10.0  # the closing flush of a complete run
+SHUTDOWN_S = 2.0  # the flush of an interrupted run, and the span pipeline's shutdown
 
 
 @dataclass
@@ -123,63 +131,88 @@ def verdicts(fleet: Fleet, monitor_loops: list[dict[str, Any]]) -> dict[str, Any
 
 
 def run_demo(options: DemoOptions) -> int:
-    """Run the demo; the exit code is 0 when every family behaved as designed, 1 otherwise."""
+    """Run the demo; the exit code is 0 when every family behaved as designed, 1 otherwise, 2 when the
+    monitor cannot start, and 128 + the signal number when SIGINT or SIGTERM stopped it (after a partial
+    summary, with the monitor stopped and the temp folder removed)."""
+    view = FleetView()
+    with StopSignals() as stop, ExitStack() as cleanup:
+        try:
+            try:
+                return _run(options, view, cleanup)
+            finally:
+                with stop.ignored():
+                    cleanup.callback(view.stop)  # first; a failing one (a closed terminal) skips no other
+                    cleanup.close()  # then the pipeline's bounded shutdown, the monitor, the temp folder
+        except MonitorUnavailable as exc:
+            view.note(f"ctxwatch demo: {exc}")
+            return 2
+        except Interrupted as exc:  # a second signal while the partial summary was being gathered
+            return exc.exit_code
+
+
+def _destination(options: DemoOptions, cleanup: ExitStack) -> tuple[str, MonitorClient | None, bool]:
+    """(the OTLP endpoint, a client of the monitor there or None, whether the demo started that monitor).
+    A monitor the demo starts keeps its state in a temp folder; both are removed by `cleanup`."""
+    if options.otlp is None:
+        workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="ctxwatch-demo-"))
+        monitor = MonitorProcess(options.port, Path(workdir) / "monitor.sqlite")
+        cleanup.callback(monitor.close)
+        return monitor.url, monitor.client, True
+    endpoint = options.otlp.rstrip("/")
+    client = MonitorClient(endpoint)
+    return endpoint, client if client.ready() else None, False  # a collector has no verdicts to read back
+
+
+def _run(options: DemoOptions, view: FleetView, cleanup: ExitStack) -> int:
     from ..otlp import build  # the SDK comes with ctxwatch[otlp]
 
-    monitor: MonitorProcess | None = None
-    workdir = tempfile.TemporaryDirectory(prefix="ctxwatch-demo-")
-    view = FleetView()
+    endpoint, client, own_monitor = _destination(options, cleanup)
+    pipeline = build(service_name="ctxwatch-demo", endpoint=endpoint, with_metrics=False, schedule_delay_s=0.5)
+    cleanup.callback(pipeline.shutdown, SHUTDOWN_S)
+    telemetry = MutationTelemetry(tracer_provider=pipeline.tracer_provider)
+    fleet = Fleet(options.loops, options.seed, telemetry)
+    started = time.monotonic()
+    interrupted: Interrupted | None = None
     try:
-        if options.otlp is None:
-            monitor = MonitorProcess(options.port, Path(workdir.name) / "monitor.sqlite")
-            endpoint = monitor.url
-            client: MonitorClient | None = monitor.client
-        else:
-            endpoint = options.otlp.rstrip("/")
-            client = MonitorClient(endpoint)
-            if not client.ready():
-                client = None  # a collector, not a monitor: no verdicts to read back
-        pipeline = build(service_name="ctxwatch-demo", endpoint=endpoint, with_metrics=False,
-                         schedule_delay_s=0.5)
-        telemetry = MutationTelemetry(tracer_provider=pipeline.tracer_provider)
-        fleet = Fleet(options.loops, options.seed, telemetry)
-        started = time.monotonic()
-        view.start(endpoint, options.duration)
-        rounds = 0
-        while time.monotonic() - started < options.duration:
-            fleet.step_all()
-            rounds += 1
-            alarms = _safe(client.alarms) if client else None
-            view.update(fleet, time.monotonic() - started, alarms)
-            wait = min(started + rounds * ROUND_S, started + options.duration) - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-        pipeline.force_flush(10.0)
-        time.sleep(0.5)
-        loops = _safe(client.loops) if client else None
-        result = verdicts(fleet, loops or [])
-        view.stop()
-        view.summary(result, endpoint, monitor_answered=loops is not None)
-        if options.summary_json:
-            options.summary_json.write_text(json.dumps({"monitor": endpoint, "agents": result}, indent=2))
-        if options.keep and monitor is not None:
-            view.note(f"the monitor keeps running at {endpoint} (live page: {endpoint}/) — Ctrl-C to stop")
-            _wait_for_interrupt()
-        pipeline.shutdown(5.0)
-        if loops is None:
-            return 0
-        return 0 if all(v["as_designed"] for v in result.values()) else 1
-    except MonitorUnavailable as exc:
-        view.stop()
-        view.note(f"ctxwatch demo: {exc}")
-        return 2
-    except KeyboardInterrupt:
-        view.stop()
-        return 130
-    finally:
-        if monitor is not None:
-            monitor.close()
-        workdir.cleanup()
+        _drive(fleet, options.duration, started, view, client, endpoint)
+    except Interrupted as exc:
+        interrupted = exc
+    pipeline.force_flush(FLUSH_S if interrupted is None else SHUTDOWN_S)
+    time.sleep(0.5)
+    loops = _safe(client.loops) if client else None
+    result = verdicts(fleet, loops or [])
+    view.stop()
+    if interrupted is not None:
+        view.note(f"interrupted by {interrupted.signal_name} after {time.monotonic() - started:.0f}s of "
+                  f"{options.duration:.0f}s: partial summary of the cycles run so far")
+    view.summary(result, endpoint, monitor_answered=loops is not None)
+    if options.summary_json:
+        options.summary_json.write_text(json.dumps({
+            "monitor": endpoint, "interrupted_by": interrupted and interrupted.signal_name, "agents": result},
+            indent=2))
+    if interrupted is not None:
+        return interrupted.exit_code
+    if options.keep and own_monitor:
+        view.note(f"the monitor keeps running at {endpoint} (live page: {endpoint}/) — Ctrl-C to stop")
+        _wait_for_interrupt()
+    if loops is None:
+        return 0
+    return 0 if all(v["as_designed"] for v in result.values()) else 1
+
+
+def _drive(fleet: Fleet, duration: float, started: float, view: FleetView, client: MonitorClient | None,
+           endpoint: str) -> None:
+    """Run the fleet round by round, paced over `duration` seconds, refreshing the view."""
+    view.start(endpoint, duration)
+    rounds = 0
+    while time.monotonic() - started < duration:
+        fleet.step_all()
+        rounds += 1
+        alarms = _safe(client.alarms) if client else None
+        view.update(fleet, time.monotonic() - started, alarms)
+        wait = min(started + rounds * ROUND_S, started + duration) - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
 
 
 def _safe(call):
@@ -193,5 +226,5 @@ def _wait_for_interrupt() -> None:
     try:
         while True:
             time.sleep(3600)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (`Interrupted`): the monitor is stopped on the way out
         pass

@@ -11,6 +11,14 @@ Families:
   sliding        keep the system prompt and the last `window` messages (healthy, lossy, bounded)
   summarizing    literal-preserving extractive summarization over a word budget (healthy)
   absorption     summarizing until the onset, then instruction absorption (contracting)
+  replacing      the whole history replaced by a fresh summary once it outgrows a budget (healthy;
+                 the shape of Claude Code's compaction); `keep_task` keeps the user's task
+                 verbatim besides the summary (the shape of Codex's)
+  chain          summary of the previous summary and the new turns, every cycle, literals kept (healthy)
+  folding        every few cycles the oldest 60% folded into a summary without any of its literals,
+                 the rest kept, new work arriving (healthy: lossy but not converging)
+  converging     literal-keeping summary chain until the onset, then a chain that keeps the previous
+                 summary whole and ever less of the new work (contracting)
   reranking      salience re-ranking every cycle (ordering inversion)
   paraphrasing   literals turned into prose every cycle (sentinel drift)
 
@@ -33,10 +41,14 @@ from typing import Any
 
 from ..model import Message
 from .rewriters import (
+    ConvergingSummarizer,
+    DigestSummarizer,
     ExtractiveSummarizer,
+    FoldingSummarizer,
     InstructionAbsorbingRewriter,
     ParaphrasingRewriter,
     SalienceReranker,
+    TaskKeeping,
 )
 from .text import TextGen
 
@@ -168,8 +180,64 @@ def paraphrasing_loop(seed: int, cycles: int = 8, rate: float = 0.3) -> Syntheti
     return run_loop("paraphrasing", seed, lambda t: paraphraser, cycles=cycles, params={"rate": rate})
 
 
+def replacing_loop(seed: int, cycles: int = 24, *, keep_task: bool = False) -> SyntheticLoop:
+    """Healthy: once the history outgrows a budget, all of it is replaced by a digest of the whole
+    (no literal carried over on purpose), as Claude Code compacts; with `keep_task` the user's task
+    stays verbatim besides the digest, as Codex compacts."""
+    rng = random.Random(seed)
+    ratio, budget = round(rng.uniform(0.1, 0.3), 2), rng.choice((900, 1200, 1500))
+    digest = DigestSummarizer(ratio, budget=budget, keep_last=0)
+    compactor = TaskKeeping(digest) if keep_task else digest
+    return run_loop("replacing, task kept" if keep_task else "replacing", seed, lambda t: compactor,
+                    cycles=cycles, turns_per_cycle=3, params={"ratio": ratio, "budget": budget})
+
+
+def task_keeping_replacing_loop(seed: int, cycles: int = 24) -> SyntheticLoop:
+    """`replacing_loop` with the user's task kept verbatim (Codex's shape)."""
+    return replacing_loop(seed, cycles, keep_task=True)
+
+
+def chain_loop(seed: int, cycles: int = 12) -> SyntheticLoop:
+    """Healthy: every cycle the previous summary and the new turns become one summary that carries
+    every literal over."""
+    ratio = round(random.Random(seed).uniform(0.3, 0.6), 2)
+    summarizer = ExtractiveSummarizer(ratio, keep_last=0, preserve_literals=True)
+    return run_loop("chain", seed, lambda t: summarizer, cycles=cycles, params={"ratio": ratio})
+
+
+def folding_loop(seed: int, cycles: int = 24) -> SyntheticLoop:
+    """Healthy but lossy: every `every` cycles (seeded, 2-4) the oldest 60% of the history is folded
+    into a summary without its literals; new work keeps arriving."""
+    rng = random.Random(seed)
+    every, ratio = rng.randint(2, 4), round(rng.uniform(0.2, 0.4), 2)
+    folder = FoldingSummarizer(0.6, ratio)
+    return run_loop("folding", seed, lambda t: folder if t % every == 0 else _identity, cycles=cycles,
+                    params={"every": every, "ratio": ratio})
+
+
+def converging_loop(seed: int, cycles: int = 14, *, onset: int | None = None) -> SyntheticLoop:
+    """A literal-keeping summary chain until `onset` (seeded, cycle 3-7), then a chain keeping the
+    previous summary's top `ratio` and ``ratio ** pass`` of the new turns (`ratio` seeded in 0.3-0.6)."""
+    rng = random.Random(seed)
+    onset = onset if onset is not None else rng.randint(3, 7)
+    ratio = round(rng.uniform(0.3, 0.6), 2)
+    healthy = ExtractiveSummarizer(round(rng.uniform(0.3, 0.6), 2), keep_last=0, preserve_literals=True)
+    converging = ConvergingSummarizer(ratio)
+    return run_loop("converging", seed, lambda t: converging if t >= onset else healthy, cycles=cycles,
+                    onset=onset, params={"ratio": ratio})
+
+
 HEALTHY_FAMILIES: dict[str, Callable[[int], SyntheticLoop]] = {
     "appending": appending_loop,
     "sliding": sliding_loop,
     "summarizing": summarizing_loop,
+    "replacing": replacing_loop,
+    "replacing, task kept": task_keeping_replacing_loop,
+    "chain": chain_loop,
+    "folding": folding_loop,
+}
+
+CONTRACTING_FAMILIES: dict[str, Callable[[int], SyntheticLoop]] = {
+    "absorption": absorption_loop,
+    "converging": converging_loop,
 }

@@ -14,6 +14,12 @@ way a model-driven compactor would, and each reproduces one behaviour of record 
   absorption, converging on a directive-only fixed point).
 - `ParaphrasingRewriter` replaces protected literals by prose ("the config file we found"):
   sentinel drift. `last_paraphrased` tells what it replaced in its latest call.
+- `TaskKeeping` keeps the user's task verbatim around any other rewrite (Codex's compaction).
+- `FoldingSummarizer` folds the oldest share of the history into a short summary with every
+  literal of what it folds removed, keeping the rest verbatim (a naive sliding summarizer).
+- `ConvergingSummarizer` rewrites the whole history into one summary that keeps the previous
+  summary whole and an ever smaller share of what is new (a summary-of-summary chain converging
+  on a fixed text).
 
 System messages are never rewritten by any of them.
 """
@@ -23,7 +29,7 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..literals import LiteralRegistry
 from ..model import Message
@@ -222,3 +228,81 @@ class ParaphrasingRewriter:
                 text = text.replace(lit, prose)
             out.append(Message(m.role, text, id=m.id, name=m.name))
         return out
+
+
+class FoldingSummarizer:
+    """Folds the oldest `fold` share of the non-system messages into one summary of their most
+    salient sentences (`ratio` of them) with every protected literal removed; the rest is kept."""
+
+    def __init__(self, fold: float = 0.6, ratio: float = 0.3, *, registry: LiteralRegistry | None = None) -> None:
+        self.fold, self.ratio = fold, ratio
+        self.registry = registry or LiteralRegistry()
+
+    def __call__(self, messages: Sequence[Message]) -> list[Message]:
+        system, rest = _split_system(messages)
+        cut = round(len(rest) * self.fold)
+        if cut < 2:
+            return list(messages)
+        pool = _pool(rest[:cut])
+        kept = sorted(rank_sentences(pool)[:max(1, round(len(pool) * self.ratio))])
+        text = " ".join(pool[i] for i in kept)
+        for literal in sorted(self.registry.extract(text), key=len, reverse=True):
+            text = text.replace(literal, "")
+        return system + [Message("assistant", f"{SUMMARY_PREFIX} {' '.join(text.split())}")] + rest[cut:]
+
+
+class DigestSummarizer(ExtractiveSummarizer):
+    """An extractive summarizer that keeps evenly spaced sentences instead of the most salient ones:
+    a digest of the whole history in which an earlier summary has no more weight than its share."""
+
+    def select(self, pool: Sequence[str], ratio: float, always: Sequence[int] = ()) -> list[int]:
+        n_keep = max(1, round(len(pool) * ratio)) if pool else 0
+        return sorted({round(i * len(pool) / n_keep) for i in range(n_keep)} | set(always))
+
+
+class TaskKeeping:
+    """Wraps a rewrite so that the user's first message (the task) is kept verbatim after the system
+    messages and out of what the rewrite sees, as Codex keeps the user's messages in its
+    replacement history."""
+
+    def __init__(self, rewrite: Callable[[Sequence[Message]], Sequence[Message]]) -> None:
+        self.rewrite = rewrite
+
+    def __call__(self, messages: Sequence[Message]) -> list[Message]:
+        task = next((i for i, m in enumerate(messages) if m.role == "user"), None)
+        if task is None:
+            return list(self.rewrite(messages))
+        rest = [*messages[:task], *messages[task + 1:]]
+        out = list(self.rewrite(rest))
+        if out == rest:
+            return list(messages)
+        system, payload = _split_system(out)
+        return [*system, messages[task], *payload]
+
+
+class ConvergingSummarizer:
+    """Rewrites the history into one summary: every sentence of the previous summary, then the top
+    ``ratio ** pass`` of the new sentences by salience (pass = how many summaries preceded this
+    one), with every protected literal paraphrased away. The summary keeps its gist and takes in
+    ever less of what is new: consecutive summaries become alike while the literals keep going."""
+
+    def __init__(self, ratio: float = 0.5, *, registry: LiteralRegistry | None = None) -> None:
+        self.ratio = ratio
+        self.registry = registry or LiteralRegistry()
+
+    def __call__(self, messages: Sequence[Message]) -> list[Message]:
+        system, rest = _split_system(messages)
+        summaries = [m for m in rest if m.text.startswith((CONVERGING_PREFIX, SUMMARY_PREFIX))]
+        passes = max((int(found.group(1)) for m in summaries if (found := _PASS.search(m.text))), default=0)
+        old = [s for m in summaries for s in sentences(_PASS.sub("", m.text.removeprefix(SUMMARY_PREFIX), count=1))
+               if not s.startswith(VERBATIM_PREFIX)]
+        new = [s for m in rest if m not in summaries for s in sentences(m.text)]
+        keep = sorted(rank_sentences(new)[:int(len(new) * self.ratio ** (passes + 1))])
+        body = " ".join([*old, *(new[i] for i in keep)])
+        for literal in sorted(self.registry.extract(body), key=len, reverse=True):
+            body = body.replace(literal, "the value")
+        return system + [Message("assistant", f"{CONVERGING_PREFIX} {passes + 1}): {body}")]
+
+
+CONVERGING_PREFIX = "Summary (pass"
+_PASS = re.compile(r"^Summary \(pass (\d+)\): ")

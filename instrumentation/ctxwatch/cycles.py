@@ -1,0 +1,94 @@
+"""The measurement of one rewrite cycle: d_t and r_t, the contraction detector's inputs.
+
+This is the only place the figures are computed. The guard calls `measure_cycle` for every rewrite
+it applies; `CycleMeter` wraps the same call for callers that hold whole buffers (`ctxwatch replay`,
+the simulated loops, the calibration in `bench/calibrate_alarm.py`), keeping the state the guard
+keeps. So every figure in docs/alarm.md is what a user's guard computes, and the monitor, which
+rebuilds the detector from the figures the guard puts on its spans, sees the same numbers.
+
+For cycle t, with P_t the buffer before the rewrite and Q_t the buffer after it:
+
+- ``d_t = distance(fp(Q_{t-1}), fp(Q_t))``, Q_{t-1} the buffer after the previous applied rewrite
+  (appends made since are part of d_t); for the first cycle, ``distance(fp(P_1), fp(Q_1))``.
+- the literals that count are the *downstream* literals of P_t (`LiteralRegistry.downstream`):
+  those of the system prompt, the user's and the agent's own text and the agent's tool arguments,
+  not those that only appear in tool output; ``L_t`` = how many of them appear nowhere in Q_t
+  (a literal the rewrite moved into a tool result, or into a longer literal, survives), and
+  ``r_t = L_t / |downstream(P_t)|`` (0 when there are none).
+
+A pure append (P_t a prefix of Q_t) is not a cycle: the guard does not feed the detector then, and
+neither does `CycleMeter.cycle`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .diff import Change
+from .fingerprint import BufferFingerprint, Fingerprinter, distance
+from .literals import LiteralRegistry
+from .model import Context, Message
+
+
+@dataclass(frozen=True)
+class CycleFigures:
+    """What one cycle feeds the detector, the lost values (never sent anywhere) and the fingerprint
+    of Q_t (the caller keeps it as the next cycle's Q_{t-1} once the rewrite is applied)."""
+
+    d: float
+    literals_before: int
+    literals_lost: int
+    lost: frozenset[str]
+    fp_after: BufferFingerprint
+
+    @property
+    def r(self) -> float:
+        """The literal-loss rate r_t."""
+        return self.literals_lost / self.literals_before if self.literals_before else 0.0
+
+
+def measure_cycle(change: Change, fp_before: BufferFingerprint, last_rewrite: BufferFingerprint | None,
+                  registry: LiteralRegistry, counts: Mapping[str, int]) -> CycleFigures:
+    """The figures of the rewrite `change` (P_t = ``change.before``, Q_t = ``change.after``), given the
+    fingerprint of P_t, that of the buffer after the previous applied rewrite (None: first cycle) and
+    `counts`, how many messages of P_t hold each of its literals (so the loss costs the change's size)."""
+    fp_after = fp_before.updated(change.removed_messages, change.added_messages)
+    d = distance(last_rewrite if last_rewrite is not None else fp_before, fp_after)
+    downstream = registry.downstream_of_all(change.before.messages)
+    removed: Counter[str] = Counter()
+    for m in change.removed_messages:
+        removed.update(registry.of(m))
+    added = registry.of_all(change.added_messages)
+    lost = frozenset(lit for lit in registry.downstream_of_all(change.removed_messages)
+                     if counts.get(lit, 0) <= removed[lit] and lit not in added)
+    return CycleFigures(d, len(downstream), len(lost), lost, fp_after)
+
+
+class CycleMeter:
+    """Measures successive (P_t, Q_t) pairs of whole buffers with `measure_cycle`, keeping the
+    fingerprint of the last post-rewrite buffer as the guard does."""
+
+    def __init__(self, fingerprinter: Fingerprinter | None = None,
+                 registry: LiteralRegistry | None = None) -> None:
+        self.fingerprinter = fingerprinter or Fingerprinter()
+        self.registry = registry or LiteralRegistry()
+        self._last: BufferFingerprint | None = None
+
+    def measure(self, pre: Sequence[Message], post: Sequence[Message]) -> CycleFigures:
+        """The figures of the rewrite P_t -> Q_t, recorded as applied."""
+        return self._measure(Change.between(Context(tuple(pre)), tuple(post), "rewrite"))
+
+    def cycle(self, pre: Sequence[Message], post: Sequence[Message]) -> CycleFigures | None:
+        """As `measure`, but None for a pure append (Q_t extends P_t), which is no rewrite cycle."""
+        change = Change.between(Context(tuple(pre)), tuple(post), "rewrite")
+        return None if change.is_append_only else self._measure(change)
+
+    def _measure(self, change: Change) -> CycleFigures:
+        pre = change.before.messages
+        fp_pre = self.fingerprinter.buffer(pre, base=self._last)
+        counts = Counter(lit for m in pre for lit in self.registry.of(m))
+        figures = measure_cycle(change, fp_pre, self._last, self.registry, counts)
+        self._last = figures.fp_after
+        return figures
