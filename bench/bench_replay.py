@@ -1,18 +1,29 @@
-"""`ctxwatch replay` throughput and memory on the real Claude Code session of ../shared/corpus.
+"""`ctxwatch replay` throughput and memory: the corpus's Claude Code sessions, and generated worst cases.
 
 Timed in-process, min / median / max over the repeats, each beside the baseline measured in the
-same run — reading the file and json-parsing every line, the least any replay must do:
+same run — reading the files and json-parsing every line, the least any replay must do:
 
 - read:   the session reader alone (`ctxwatch.sessions.read_session`, every event streamed);
 - audit:  the whole audit (`ctxwatch.replay.audit_session`: pairing, literals, fingerprints, verdict);
 - report: the audit plus the --json document and the HTML page.
 
-Throughput is given in MB/s of file and records (lines) per second. Peak memory: the Python heap
-peak of one audit (tracemalloc) beside that of the baseline, and the peak RSS of the command run
-as a user runs it (`python -m ctxwatch.cli replay FILE --json`, the child's own VmHWM) beside
+The corpus part runs over every Claude Code session of ../shared/corpus (picked by their records,
+not their names) as one batch. The worst cases are generated Claude Code files of a given size:
+
+- ``one-turn``: one assistant turn logged as N tool_use lines (one block each) and then N result
+  lines, which join one assistant and one user message — the shape that once made the reader
+  rebuild the growing message at every line (quadratic: 57 s for 7 MB);
+- ``rewinds``: N short turns, every other one a rewind to the turn before — each rewind is a
+  mutation measured over the whole buffer, as the guard measures a live one.
+
+Each is replayed at two sizes, each beside its own baseline; how the ratio to the baseline grows from
+the smaller size to the larger (1.0 for a linear path, 2.0 for a quadratic one, whatever the load of
+the machine) is printed in the last column. Peak memory: the Python heap peak of
+one audit (tracemalloc) beside that of the baseline, and the peak RSS of the command run as a user
+runs it (`python -m ctxwatch.cli replay FILE --json`, the child's own VmHWM) beside
 `python -m json.tool --json-lines FILE` (parse every line, print it).
 
-    /work/devvenv/bin/python bench/bench_replay.py [--repeat 7] [--file PATH]
+    /work/devvenv/bin/python bench/bench_replay.py [--repeat 5] [--corpus DIR] [--worst-mb 7]
 """
 
 from __future__ import annotations
@@ -21,8 +32,9 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -32,10 +44,10 @@ from ctxwatch import __version__  # noqa: E402
 from ctxwatch.replay import audit_session  # noqa: E402
 from ctxwatch.replay.page import render_html  # noqa: E402
 from ctxwatch.replay.schema import document  # noqa: E402
-from ctxwatch.sessions import read_session  # noqa: E402
+from ctxwatch.sessions import detect_session_format, read_session  # noqa: E402
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-DEFAULT_FILE = next(iter(sorted(CORPUS.glob("claude-code__marot-spotter__*.jsonl"))), None)
+CORPUS = next((p for p in (Path(__file__).resolve().parents[2] / "shared" / "corpus", Path("/work/shared/corpus"))
+               if p.is_dir()), Path(__file__).resolve().parents[2] / "shared" / "corpus")
 # Run a module as `python -m` does, then report this process's own peak RSS (VmHWM covers the
 # process image after exec; getrusage would also count the parent's RSS at the moment of spawning).
 PEAK_RSS_WRAPPER = """import os, runpy, sys
@@ -48,18 +60,86 @@ finally:
 """
 
 
-def parse_lines(path: Path) -> int:
-    with path.open("rb") as f:
-        return sum(1 for line in f if line.strip() and json.loads(line) is not None)
+def claude_code_files(corpus: Path) -> list[Path]:
+    """The corpus files the reader detects as Claude Code sessions."""
+    out = []
+    for path in sorted(p for p in corpus.iterdir() if p.is_file() and p.suffix != ".md"):
+        try:
+            if detect_session_format(path) == "claude_code":
+                out.append(path)
+        except ValueError:
+            continue
+    return out
 
 
-def read_only(path: Path) -> None:
-    for _ in read_session(path):
-        pass
+# --- generated worst cases -----------------------------------------------------------------------
+def _record(kind: str, uuid: str, parent: str | None, message: dict) -> str:
+    return json.dumps({"parentUuid": parent, "isSidechain": False, "sessionId": "bench", "type": kind,
+                       "uuid": uuid, "message": message}, separators=(",", ":")) + "\n"
 
 
-def full_report(path: Path) -> None:
-    audits = [audit_session(path)]
+def one_turn_lines(n: int) -> Iterator[str]:
+    """One assistant turn of `n` tool_use lines, then their `n` result lines."""
+    yield _record("user", "u0", None, {"role": "user", "content": "Check every shard of ORD-1042"})
+    parent = "u0"
+    for i in range(n):
+        yield _record("assistant", f"a{i}", parent, {"id": "msg_1", "role": "assistant", "content": [
+            {"type": "tool_use", "id": f"toolu_{i:08d}", "name": "Bash", "input": {"command": f"check shard-{i}"}}]})
+        parent = f"a{i}"
+    for i in range(n):
+        yield _record("user", f"r{i}", parent, {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{i:08d}", "content": f"shard-{i} ok " + "x" * 120}]})
+        parent = f"r{i}"
+
+
+def rewind_lines(n: int) -> Iterator[str]:
+    """`n` short turns; every other user record re-parents onto the turn before (a rewind)."""
+    yield _record("user", "u0", None, {"role": "user", "content": "Plan the migration of ORD-1042"})
+    parent = "u0"
+    for i in range(n):
+        yield _record("assistant", f"a{i}", parent, {"id": f"msg_{i}", "role": "assistant",
+                                                     "content": [{"type": "text", "text": f"step {i} " + "y" * 150}]})
+        yield _record("user", f"u{i + 1}", f"a{i - 1}" if i % 2 else f"a{i}",
+                      {"role": "user", "content": f"go on {i} " + "z" * 150})
+        parent = f"u{i + 1}"
+
+
+WORST_CASES: dict[str, tuple[Callable[[int], Iterator[str]], int]] = {
+    "one-turn": (one_turn_lines, 2 * 240),  # (generator, bytes per unit of n, about)
+    "rewinds": (rewind_lines, 2 * 250),
+}
+
+
+def write_worst_case(directory: Path, name: str, megabytes: float) -> Path:
+    generate, unit = WORST_CASES[name]
+    path = directory / f"{name}-{megabytes:g}mb.jsonl"
+    with path.open("w", encoding="utf-8") as f:
+        f.writelines(generate(int(megabytes * 1e6 / unit)))
+    return path
+
+
+# --- timing ----------------------------------------------------------------------------------------
+def parse_lines(paths: list[Path]) -> int:
+    records = 0
+    for path in paths:
+        with path.open("rb") as f:
+            records += sum(1 for line in f if line.strip() and json.loads(line) is not None)
+    return records
+
+
+def read_only(paths: list[Path]) -> None:
+    for path in paths:
+        for _ in read_session(path):
+            pass
+
+
+def audit_all(paths: list[Path]) -> None:
+    for path in paths:
+        audit_session(path)
+
+
+def full_report(paths: list[Path]) -> None:
+    audits = [audit_session(path) for path in paths]
     json.dumps(document(audits, 0, __version__))
     render_html(audits, exit_code=0, version=__version__)
 
@@ -88,24 +168,17 @@ def rss_peak(module: str, *args: str) -> int:
     return int(proc.stderr.rsplit("VmHWM ", 1)[1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--file", type=Path, default=DEFAULT_FILE, help="session file (default: the corpus "
-                        "Claude Code session)")
-    args = parser.parse_args()
-    if args.file is None or not args.file.is_file():
-        raise SystemExit(f"no session file at {args.file} (pass --file)")
-    path: Path = args.file
-    size, records = path.stat().st_size, parse_lines(path)
-    audit = audit_session(path)
-    print(f"# ctxwatch replay on {path.name}: {size / 1e6:.2f} MB, {records:,} records, {audit.format}, "
-          f"{audit.steps} steps, {len(audit.mutations)} mutation(s); {args.repeat} repeats, after one warm-up")
-    base = measure("baseline (json-parse every line)", lambda: parse_lines(path), args.repeat)
-    timings = [measure("read", lambda: read_only(path), args.repeat),
-               measure("audit", lambda: audit_session(path), args.repeat),
-               measure("report", lambda: full_report(path), args.repeat)]
-    print("\n## time per run")
+def corpus_section(paths: list[Path], repeat: int) -> None:
+    size, records = sum(p.stat().st_size for p in paths), parse_lines(paths)
+    mutations = sum(len(audit_session(p).mutations) for p in paths)
+    print(f"# ctxwatch replay on the corpus's {len(paths)} Claude Code sessions: {size / 1e6:.2f} MB, "
+          f"{records:,} records, {mutations} mutation(s); {repeat} repeats, after one warm-up")
+    audit_all(paths)
+    base = measure("baseline (json-parse every line)", lambda: parse_lines(paths), repeat)
+    timings = [measure("read", lambda: read_only(paths), repeat),
+               measure("audit", lambda: audit_all(paths), repeat),
+               measure("report", lambda: full_report(paths), repeat)]
+    print("\n## time per run (all files)")
     print(base.row("ms"))
     for t in timings:
         print(t.row("ms", base))
@@ -114,14 +187,49 @@ def main() -> None:
     for t in timings:
         print(rates(t, size, records))
 
-    print("\n## peak memory")
-    base_heap, audit_heap = heap_peak(lambda: parse_lines(path)), heap_peak(lambda: audit_session(path))
+    largest = max(paths, key=lambda p: p.stat().st_size)
+    print(f"\n## peak memory ({largest.name}, {largest.stat().st_size / 1e6:.1f} MB)")
+    base_heap, audit_heap = heap_peak(lambda: parse_lines([largest])), heap_peak(lambda: audit_session(largest))
     print(f"python heap (tracemalloc): baseline {base_heap / 1e6:6.1f} MB, audit {audit_heap / 1e6:6.1f} MB "
           f"({audit_heap / max(base_heap, 1):.1f}x)")
-    base_rss = rss_peak("json.tool", "--json-lines", str(path))
-    cli_rss = rss_peak("ctxwatch.cli", "replay", str(path), "--json")
+    base_rss = rss_peak("json.tool", "--json-lines", str(largest))
+    cli_rss = rss_peak("ctxwatch.cli", "replay", str(largest), "--json")
     print(f"process RSS (VmHWM): baseline {base_rss / 1e6:6.1f} MB, `ctxwatch replay --json` {cli_rss / 1e6:6.1f} MB "
-          f"({cli_rss / base_rss:.1f}x), file {size / 1e6:.1f} MB")
+          f"({cli_rss / base_rss:.1f}x)")
+
+
+def worst_case_section(megabytes: float, repeat: int) -> None:
+    print(f"\n# generated worst cases at {megabytes / 2:g} MB and {megabytes:g} MB ({repeat} repeats each)")
+    print(f"{'case':<10} {'size':>8} {'audit median':>13} {'min':>8} {'max':>8} {'x baseline':>11} "
+          f"{'growth (1 linear, 2 quadratic)':>31}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in WORST_CASES:
+            previous: float | None = None
+            for mb in (megabytes / 2, megabytes):
+                path = write_worst_case(Path(tmp), name, mb)
+                base = measure("baseline", lambda p=path: parse_lines([p]), repeat)
+                t = measure("audit", lambda p=path: audit_session(p), repeat)
+                ratio = t.median / base.median
+                growth = f"{ratio / previous:31.2f}" if previous else f"{'':>31}"
+                print(f"{name:<10} {path.stat().st_size / 1e6:6.2f}MB {t.median:12.2f}s {min(t.samples):7.2f}s "
+                      f"{max(t.samples):7.2f}s {ratio:10.1f}x {growth}")
+                previous = ratio
+            rss = rss_peak("ctxwatch.cli", "replay", str(path), "--json")
+            print(f"{'':<10} peak RSS of `ctxwatch replay --json` at {mb:g} MB: {rss / 1e6:.1f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--worst-mb", type=float, default=7.0, help="size of the larger generated worst case")
+    args = parser.parse_args()
+    paths = claude_code_files(args.corpus) if args.corpus.is_dir() else []
+    if paths:
+        corpus_section(paths, args.repeat)
+    else:
+        print(f"# no Claude Code session in {args.corpus}: corpus part skipped")
+    worst_case_section(args.worst_mb, max(1, args.repeat // 2))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ docs/alarm.md (`bench/bench_fingerprint.py` prints them).
 from __future__ import annotations
 
 import math
+import re
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,12 +43,14 @@ CACHE_LIMIT = 8192
 _LANE_BITS = 32
 _BIAS = 1 << (_LANE_BITS - 1)
 _MAX_FEATURES = _BIAS - 1  # no lane can overflow while the buffer has fewer features than this
-_PUNCTUATION = str.maketrans({c: " " for c in "!\"#$%&'()*+,-./:;<=>?@[\\]^`{|}~"})
+_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^`{|}~"
+# a word: a run of characters that are neither whitespace (as str.split sees it) nor punctuation
+_WORD = re.compile(r"[^\s" + re.escape(_PUNCTUATION) + r"]+")
 
 
 def message_features(message: Message) -> set[str]:
     """The distinct features of one message: lower-cased word bigrams (one word: the word)."""
-    words = message.text.lower().translate(_PUNCTUATION).split()
+    words = _WORD.findall(message.text.lower())
     if len(words) > 1:
         return set(map(" ".join, zip(words, words[1:], strict=False)))
     if words:

@@ -58,15 +58,18 @@ def test_truncated_last_line_is_a_reported_skip_or_exit_2_with_strict(corpus: Pa
 
 
 def test_corrupt_and_non_utf8_lines_are_skipped_by_line(corpus: Path, tmp_path: Path) -> None:
-    lines = [line.encode() for line in first_lines(compacted_claude_code(corpus)[0], 60)]
-    lines[20] = b'{"type": "user", "message": {"role": "user", "content": "x"}} trailing garbage'
-    lines[40] = b'{"type":"user","message":{"role":"user","content":"caf\xe9"}}'
+    lines = [line.encode() for line in first_lines(compacted_claude_code(corpus)[0], 80)]
+    # two lines that carry no tool id (losing one that does would orphan its pair: a finding)
+    first, second = [i for i, line in enumerate(lines) if i >= 20 and b"tool_use" not in line][:2]
+    lines[first] = b'{"type": "user", "message": {"role": "user", "content": "x"}} trailing garbage'
+    lines[second] = b'{"type":"user","message":{"role":"user","content":"caf\xe9"}}'
     path = tmp_path / "corrupt.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     proc = ctxwatch("replay", path)
-    assert proc.returncode == 0
-    assert problems(proc.stderr) == [f"ctxwatch replay: {path}, line 21: skipped: corrupt JSON (Extra data, column 63)",
-                                     f"ctxwatch replay: {path}, line 41: skipped: not UTF-8 text"]
+    assert proc.returncode == 0, proc.stdout
+    assert problems(proc.stderr) == [
+        f"ctxwatch replay: {path}, line {first + 1}: skipped: corrupt JSON (Extra data, column 63)",
+        f"ctxwatch replay: {path}, line {second + 1}: skipped: not UTF-8 text"]
     assert "2 skipped" in proc.stdout
 
 
@@ -169,3 +172,86 @@ def test_a_file_whose_every_record_is_skipped_is_unreadable_not_healthy(tmp_path
     assert proc.returncode == 2
     assert f"{bad}, line 1:" in proc.stderr and "no readable record; 2 skipped" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("forced", ["codex", "swe_agent", "openhands", "gemini_cli", "messages_jsonl"])
+def test_a_forced_format_under_which_nothing_parses_exits_2(corpus: Path, forced: str) -> None:
+    path, _ = compacted_claude_code(corpus)
+    proc = ctxwatch("replay", path, "--format", forced)
+    assert proc.returncode == 2, proc.stdout
+    (problem,) = problems(proc.stderr)
+    assert problem.startswith(f"ctxwatch replay: {path}")
+    assert "UNREADABLE" in proc.stdout and "(exit 2)" in proc.stdout
+
+
+def test_a_forced_format_that_fits_reads_as_detected(corpus: Path) -> None:
+    path, _ = compacted_claude_code(corpus)
+    _, detected, _ = replay_json(path)
+    code, forced, _ = replay_json(path, "--format", "claude_code")
+    assert code == 0 and forced["sessions"] == detected["sessions"]
+
+
+@pytest.mark.parametrize("small", [True, False])  # smaller than the 64 KiB sniffed, and larger
+def test_garbage_appended_costs_only_its_lines_whatever_the_file_size(corpus: Path, tmp_path: Path,
+                                                                     small: bool) -> None:
+    source, _ = compacted_claude_code(corpus)
+    lines, size = [], 0
+    for line in source.read_bytes().splitlines(keepends=True):
+        if (small and size + len(line) > 32 * 1024 and len(lines) >= 3) or (not small and size > 256 * 1024):
+            break
+        lines.append(line)
+        size += len(line)
+    head = b"".join(lines)
+    assert (len(head) < 64 * 1024) == small
+    clean = tmp_path / "clean.jsonl"
+    clean.write_bytes(head)
+    dirty = tmp_path / "dirty.jsonl"
+    dirty.write_bytes(head + b"\x00\x01\x02 garbage \xff\xfe\n" + bytes(range(256)).replace(b"\n", b"") + b"\n")
+    _, want, _ = replay_json(clean)
+    code, got, err = replay_json(dirty)
+    assert code == want["summary"]["exit_code"] and want["sessions"][0]["status"] == "ok"
+    assert [(s["line"], s["reason"]) for s in got["sessions"][0]["skipped"]] == [
+        (len(lines) + 1, "not UTF-8 text"), (len(lines) + 2, "not UTF-8 text")]
+    for key in ("tool_pairs", "mutations", "steps", "messages"):
+        assert got["sessions"][0][key] == want["sessions"][0][key]
+    assert len(problems(err)) == 2
+
+
+def test_truncated_line_names_the_column_where_it_ends(tmp_path: Path) -> None:
+    record = json.dumps({"type": "user", "sessionId": "s", "uuid": "u1", "parentUuid": None,
+                         "message": {"role": "user", "content": "caf\u00e9 \u2014 d\u00e9j\u00e0 vu, " * 5}},
+                        ensure_ascii=False)
+    cut = record[: record.index("vu") + 1]  # inside the string, after multi-byte characters
+    path = tmp_path / "cut.jsonl"
+    path.write_text(record + "\n" + cut, encoding="utf-8")
+    code, doc, _ = replay_json(path)
+    (skip,) = doc["sessions"][0]["skipped"]
+    column = len(cut) + 1  # just past its last character
+    assert skip == {"where": "line 2", "line": 2, "reason": f"truncated JSON (Unterminated string, column {column})"}
+
+
+def test_terminal_escapes_from_a_session_never_reach_the_terminal(tmp_path: Path) -> None:
+    hostile = "\x1b]0;owned\x07\x1b[2J\x1b[31m\u202e"
+    records = [
+        {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s",
+         "message": {"role": "user", "content": "go"}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "s", "message": {
+            "id": "m1", "role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{hostile}", "name": "Bash",
+                                                          "input": {}}]}},
+        {"type": "assistant", "uuid": "a2", "parentUuid": "a1", "sessionId": "s", "message": {
+            "id": "m2", "role": "assistant", "content": [{"type": "text", "text": "moving on"}]}},
+        {"type": "system", "subtype": "compact_boundary", "uuid": "b1", "parentUuid": None, "sessionId": "s",
+         "compactMetadata": {"trigger": hostile, "preTokens": 5}},
+        {"type": "user", "uuid": "s1", "parentUuid": "b1", "sessionId": "s", "isCompactSummary": True,
+         "message": {"role": "user", "content": f"summary {hostile}"}},
+        {"type": "user", "uuid": "x1", "parentUuid": "s1", "sessionId": "s",
+         "message": {"role": hostile, "content": "x"}},
+    ]
+    path = tmp_path / f"evil{hostile}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    proc = ctxwatch("replay", path)
+    assert proc.returncode == 1  # the call cut off by the next turn is unpaired
+    for stream in (proc.stdout, proc.stderr):
+        assert not any(c in stream for c in "\x1b\x07\u202e"), stream
+    assert "\\x1b]0;owned\\x07\\x1b[2J" in proc.stdout and "\\u202e" in proc.stdout
+    assert "\\x1b" in proc.stderr  # the skipped record's reason names the role, escaped

@@ -17,26 +17,15 @@ import json
 import re
 from pathlib import Path
 
+import corpus_files as raw
 import pytest
-from corpus_files import (
-    READ_FORMATS,
-    claude_code_boundaries,
-    claude_code_summary_after,
-    claude_code_tool_ids,
-    document,
-    jsonl,
-    kind_of,
-    of_kind,
-    openhands_tool_ids,
-    session_files,
-)
 from replay_fixtures import ctxwatch, replay_json
 
 from ctxwatch.literals import LiteralRegistry
 
-CLAUDE_CODE_COMPACTED = [p for p in of_kind("claude_code") if claude_code_boundaries(p)]
-SWE_AGENT_BUFFERS = [p for p in of_kind("swe_agent")
-                     if all("messages" in step for step in document(p)["trajectory"])]
+CLAUDE_CODE_COMPACTED = [p for p in raw.of_kind("claude_code") if raw.claude_code_compactions(p)]
+SWE_AGENT_BUFFERS = [p for p in raw.of_kind("swe_agent")
+                     if all("messages" in step for step in raw.document(p)["trajectory"])]
 
 
 def name(path: Path) -> str:
@@ -57,43 +46,82 @@ def strings(value: object):
             yield from strings(v)
 
 
-@pytest.mark.parametrize("path", CLAUDE_CODE_COMPACTED, ids=name)
-def test_claude_code_compactions_at_their_boundaries_literals_lost_and_no_orphan(path: Path) -> None:
+@pytest.mark.parametrize("path", raw.of_kind("claude_code"), ids=name)
+def test_claude_code_every_mutation_against_the_raw_file(path: Path) -> None:
+    """Compactions at their boundaries, microcompacts, rewinds (branches), the compaction copied from
+    the parent session, the calls in flight when a compaction hit, the pairs: all read from the file."""
     code, doc, _ = replay_json(path)
     assert code == 0
     (session,) = doc["sessions"]
-    records = jsonl(path)
-    assert (session["format"], session["records"], session["status"]) == ("claude_code", len(records), "ok")
-    compactions = [m for m in session["mutations"] if m["source"] == "claude_code.compact_boundary"]
-    boundaries = claude_code_boundaries(path)
-    assert [m["line"] for m in compactions] == [line for line, _ in boundaries]
-    for m, (line, record) in zip(compactions, boundaries, strict=True):
-        meta = record.get("compactMetadata") or {}
-        summary_line, summary = claude_code_summary_after(path, line)
-        assert (m["kind"], m["where"]) == ("compact", f"line {line}")
-        assert (m["trigger"], m["pre_tokens"]) == (meta.get("trigger"), meta.get("preTokens"))
-        assert m["summary"] == {"line": summary_line, "chars": len(summary)}
-        assert m["messages"]["after"] == 1 and m["messages"]["dropped"] == m["messages"]["before"]
-        assert m["orphans"] == {"tool_use": [], "tool_result": []}
-        assert m["contraction"]["state"] == "healthy"
+    records = raw.jsonl(path)
+    assert (session["format"], session["records"], session["status"]) == ("claude_code", records[-1][0], "ok")
+    expected = sorted([(n, "claude_code.compact_boundary") for n, _ in raw.claude_code_compactions(path)]
+                      + [(n, "claude_code.microcompact_boundary") for n, _ in raw.claude_code_microcompacts(path)]
+                      + [(n, "claude_code.rewind") for n in raw.claude_code_branches(path)])
+    assert [(m["line"], m["source"]) for m in session["mutations"]] == expected
+    in_flight = raw.claude_code_in_flight(path)
+    for m in session["mutations"]:
+        assert m["where"] == f"line {m['line']}" and m["orphans"] == {"tool_use": [], "tool_result": []}
+        assert m["contraction"]["state"] == "healthy" and m["findings"] == [
+            f for f in m["findings"] if not f["enforced"]]
+        record = dict(records)[m["line"]]
+        if m["source"] == "claude_code.compact_boundary":
+            meta = record.get("compactMetadata") or {}
+            summary_line, summary = raw.claude_code_summary_after(path, m["line"])
+            assert m["kind"] == "compact"
+            assert (m["trigger"], m["pre_tokens"]) == (meta.get("trigger"), meta.get("preTokens"))
+            assert m["summary"] == {"line": summary_line, "chars": len(summary)}
+            assert m["messages"]["after"] == 1 and m["messages"]["dropped"] == m["messages"]["before"]
+            assert m["in_flight_dropped"] == [{"id": cid, "where": f"line {n}", "kind": "tool_use"}
+                                              for cid, n in in_flight[m["line"]]]
+        elif m["source"] == "claude_code.microcompact_boundary":
+            meta = record["microcompactMetadata"]
+            assert (m["kind"], m["trigger"], m["pre_tokens"]) == ("prune", meta.get("trigger"), meta.get("preTokens"))
+            assert m["details"]["compacted_tool_ids"] == len(meta["compactedToolIds"])
+            assert m["details"].get("tokens_saved") == meta.get("tokensSaved")
+            _, results = raw.claude_code_tool_ids(path)
+            assert m["details"]["cleared_results"] == sum(
+                results.get(cid, m["line"]) < m["line"] for cid in meta["compactedToolIds"])
+            assert m["messages"]["before"] == m["messages"]["after"] and m["messages"]["elided"] > 0
+            assert m["size"]["after"] < m["size"]["before"]
+        else:
+            assert m["kind"] == "prune" and m["messages"]["after"] < m["messages"]["before"]
 
-    # every pair of the raw file found, no orphan in any buffer
-    calls, results = claude_code_tool_ids(path)
+    inherited = raw.claude_code_inherited(path)
+    if inherited:
+        (line,) = inherited
+        summary_line, summary = raw.claude_code_summary_after(path, line)
+        assert session["details"]["inherited_compaction"]["line"] == line
+        assert session["details"]["inherited_compaction"]["summary"] == {"line": summary_line, "chars": len(summary)}
+    else:
+        assert "inherited_compaction" not in session["details"]
+
+    # every pair of the raw file found, no orphan in any buffer; the calls never answered are in
+    # flight at a compaction or pending at the end
+    calls, results = raw.claude_code_tool_ids(path)
     assert session["tool_pairs"]["paired"] == len(calls.keys() & results.keys())
-    assert session["tool_pairs"]["orphans_in_buffers"] == []
+    assert session["tool_pairs"]["orphans_in_buffers"] == [] and session["session_findings"] == []
+    unanswered = len(calls.keys() - results.keys())
+    assert unanswered == session["tool_pairs"]["pending"] + sum(len(m["in_flight_dropped"])
+                                                                for m in session["mutations"])
 
-    # the literal-like strings counted lost at the last compaction were present before its
-    # boundary and are absent from its summary
-    m, (line, _) = compactions[-1], boundaries[-1]
+
+@pytest.mark.parametrize("path", CLAUDE_CODE_COMPACTED, ids=name)
+def test_claude_code_literals_lost_were_there_and_are_not_in_the_summary(path: Path) -> None:
+    """The literal-like strings counted lost at the last compaction were present before its
+    boundary and are absent from its summary (record 003)."""
+    _, doc, _ = replay_json(path)
+    m = [m for m in doc["sessions"][0]["mutations"] if m["source"] == "claude_code.compact_boundary"][-1]
+    line = m["line"]
     registry = LiteralRegistry()
     before: set[str] = set()
-    for n, record in records:
-        if n < line and isinstance(record.get("message"), dict) and not record.get("isSidechain"):
+    for n, record in raw.claude_code_message_records(path):
+        if n < line:
             for text in strings(record["message"]):
                 before |= registry.extract(text)
-    after = registry.extract(claude_code_summary_after(path, line)[1])
+    after = registry.extract(raw.claude_code_summary_after(path, line)[1])
     lost = set(m["literals"]["lost_values"])
-    assert len(lost) == m["literals"]["lost"] or len(lost) == 50  # --json lists at most 50 by default
+    assert len(lost) == m["literals"]["lost"]
     assert lost <= before, sorted(lost - before)[:5]
     assert not lost & after
 
@@ -114,14 +142,14 @@ def test_claude_code_table_shows_the_row(path: Path) -> None:
     assert "findings: none" in proc.stdout and "(exit 0)" in proc.stdout
 
 
-@pytest.mark.parametrize("path", [p for p in of_kind("codex") if any(
-    r.get("type") == "compacted" for _, r in jsonl(p))], ids=name)
+@pytest.mark.parametrize("path", [p for p in raw.of_kind("codex") if any(
+    r.get("type") == "compacted" for _, r in raw.jsonl(p))], ids=name)
 def test_codex_compacted_records_and_hash_tags_carried_over(path: Path) -> None:
     code, doc, _ = replay_json(path)
     assert code == 0
     (session,) = doc["sessions"]
     assert session["format"] == "codex" and session["tool_pairs"]["orphans_in_buffers"] == []
-    records = jsonl(path)
+    records = raw.jsonl(path)
     calls = {r["payload"]["call_id"] for _, r in records if r.get("type") == "response_item"
              and r["payload"].get("type") in ("function_call", "custom_tool_call")}
     outputs = {r["payload"]["call_id"] for _, r in records if r.get("type") == "response_item"
@@ -148,7 +176,7 @@ def test_swe_agent_buffers_elided_outputs_and_shrinks(path: Path) -> None:
     code, doc, _ = replay_json(path)
     assert code == 0
     (session,) = doc["sessions"]
-    trajectory = document(path)["trajectory"]
+    trajectory = raw.document(path)["trajectory"]
     assert session["steps"] == len(trajectory) and session["format"] == "swe_agent"
     mutations = session["mutations"]
     marker = re.compile(r"^Old environment output: \(\d+ lines omitted\)")
@@ -171,12 +199,12 @@ def test_swe_agent_buffers_elided_outputs_and_shrinks(path: Path) -> None:
         assert largest == max(mutations, key=lambda m: m["size"]["before"] - m["size"]["after"])
 
 
-@pytest.mark.parametrize("path", of_kind("openhands"), ids=name)
+@pytest.mark.parametrize("path", raw.of_kind("openhands"), ids=name)
 def test_openhands_pairs_and_no_mutation(path: Path) -> None:
     code, doc, _ = replay_json(path)
     assert code == 0
     (session,) = doc["sessions"]
-    actions, observations = openhands_tool_ids(path)
+    actions, observations = raw.openhands_tool_ids(path)
     assert session["mutations"] == [] and session["findings"] == 0
     assert session["tool_pairs"] == {"paired": len(actions & observations), "pending": len(actions - observations),
                                      "orphans_in_buffers": []}
@@ -189,11 +217,11 @@ def test_openhands_pairs_and_no_mutation(path: Path) -> None:
 
 
 def test_whole_corpus_in_one_run(corpus: Path) -> None:
-    files = session_files(corpus)
-    kinds = [kind_of(p) for p in files]
+    files = raw.session_files(corpus)
+    kinds = [raw.kind_of(p) for p in files]
     assert None not in kinds, [p.name for p, k in zip(files, kinds, strict=True) if k is None]
     code, doc, err = replay_json(*files)
-    expected = ["ok" if k in READ_FORMATS else "unreadable" for k in kinds]  # a format not read: exit 2
+    expected = ["ok" if k in raw.READ_FORMATS else "unreadable" for k in kinds]  # a format not read: exit 2
     assert [s["path"] for s in doc["sessions"]] == [str(p) for p in files]
     assert [s["status"] for s in doc["sessions"]] == expected
     assert [s["format"] for s, status in zip(doc["sessions"], expected, strict=True) if status == "ok"] == [
@@ -204,3 +232,17 @@ def test_whole_corpus_in_one_run(corpus: Path) -> None:
     assert doc["summary"] == {"sessions": len(files), "unreadable": unreadable, "with_findings": 0,
                               "mutations": sum(len(s["mutations"]) for s in doc["sessions"]), "exit_code": code}
     assert len({s["loop_id"] for s in doc["sessions"]}) == len(files)
+
+
+@pytest.mark.parametrize("path", raw.of_kind("gemini_cli"), ids=name)
+def test_gemini_cli_pairs_steps_and_no_mutation(path: Path) -> None:
+    code, doc, _ = replay_json(path)
+    assert code == 0
+    (session,) = doc["sessions"]
+    messages = raw.document(path)["messages"]
+    calls, answered = raw.gemini_tool_calls(path)
+    assert (session["format"], session["status"]) == ("gemini_cli", "ok")
+    assert session["steps"] == sum(m["type"] == "gemini" for m in messages)
+    assert session["tool_pairs"] == {"paired": len(answered), "pending": len(calls.keys() - answered),
+                                     "orphans_in_buffers": []}
+    assert session["mutations"] == [] and session["findings"] == 0

@@ -70,8 +70,12 @@ def test_claude_code_pairs_and_compactions(path: Path) -> None:
     assert not (progress_ids - calls) & results, "a progress record was taken for a tool result"
 
     compactions = [m for m in mutations if m.source == "claude_code.compact_boundary"]
-    boundaries = raw.claude_code_boundaries(path)
+    boundaries = raw.claude_code_compactions(path)
     assert [m.line for m in compactions] == [line for line, _ in boundaries]
+    assert read_session(path).facts == {}  # facts are gathered while reading
+    session = read_session(path)
+    list(session)
+    assert ("inherited_compaction" in session.facts) == bool(raw.claude_code_inherited(path))
     for compaction, (line, record) in zip(compactions, boundaries, strict=True):
         meta = record.get("compactMetadata") or {}
         summary_line, summary = raw.claude_code_summary_after(path, line)
@@ -158,3 +162,21 @@ def test_openhands_pairs_pending_and_no_mutation(path: Path) -> None:
     pairs = index_pairs(snapshots[-1].messages)
     assert pairs.pairs == len(actions & observations) and pairs.pending == actions - observations
     assert not pairs.orphan_calls and not pairs.orphan_results
+
+
+@pytest.mark.parametrize("path", raw.of_kind("gemini_cli"), ids=name)
+def test_gemini_cli_pairs_and_buffers(path: Path) -> None:
+    snapshots, mutations = read_all(path)
+    messages = raw.document(path)["messages"]
+    model_turns = [m for m in messages if m["type"] == "gemini"]
+    assert len(snapshots) == len(model_turns) + 1 and snapshots[-1].final
+    assert mutations == []  # the JSON recording holds the history as shown, no compression record
+    calls, answered = raw.gemini_tool_calls(path)
+    final = snapshots[-1].messages
+    pairs = index_pairs(final)
+    assert set(pairs.calls) == calls.keys() and pairs.pairs == len(answered)
+    assert pairs.pending == calls.keys() - answered
+    assert not pairs.orphan_calls and not pairs.orphan_results
+    # a user message per user record, and per model turn its message plus one of its results
+    assert len(final) == sum(m["type"] == "user" for m in messages) + len(model_turns) + sum(
+        any(c.get("result") is not None for c in m.get("toolCalls") or ()) for m in model_turns)

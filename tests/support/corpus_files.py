@@ -29,7 +29,7 @@ def find_corpus() -> Path:
 CORPUS = find_corpus()
 
 # the formats the session readers know; a corpus file in another format is expected to be refused
-READ_FORMATS = frozenset({"claude_code", "codex", "swe_agent", "openhands"})
+READ_FORMATS = frozenset({"claude_code", "codex", "swe_agent", "openhands", "gemini_cli"})
 
 
 def session_files(corpus: Path = CORPUS) -> list[Path]:
@@ -99,6 +99,73 @@ def claude_code_boundaries(path: Path) -> list[tuple[int, dict]]:
     return [(n, r) for n, r in jsonl(path) if r.get("type") == "system" and r.get("subtype") == "compact_boundary"]
 
 
+def claude_code_message_records(path: Path) -> list[tuple[int, dict]]:
+    """(line, record) of every main-chain user/assistant record carrying a message."""
+    return [(n, r) for n, r in jsonl(path) if r.get("type") in ("user", "assistant")
+            and isinstance(r.get("message"), dict) and not r.get("isSidechain")]
+
+
+def claude_code_inherited(path: Path) -> list[int]:
+    """Lines of the boundaries before any message of the file: a compaction copied from the parent session."""
+    messages = claude_code_message_records(path)
+    first = messages[0][0] if messages else float("inf")
+    return [n for n, _ in claude_code_boundaries(path) if n < first]
+
+
+def claude_code_compactions(path: Path) -> list[tuple[int, dict]]:
+    """The boundaries that compact this session's own buffer."""
+    inherited = set(claude_code_inherited(path))
+    return [(n, r) for n, r in claude_code_boundaries(path) if n not in inherited]
+
+
+def claude_code_microcompacts(path: Path) -> list[tuple[int, dict]]:
+    """(line, record) of every ``microcompact_boundary`` system record."""
+    return [(n, r) for n, r in jsonl(path) if r.get("type") == "system" and r.get("subtype") == "microcompact_boundary"]
+
+
+def claude_code_in_flight(path: Path) -> dict[int, list[tuple[str, int]]]:
+    """Per compaction line, the calls made since the previous boundary that never got a result
+    ((id, line of the call)): in flight when the compaction hit."""
+    calls, results = claude_code_tool_ids(path)
+    unanswered = sorted((line, cid) for cid, line in calls.items() if cid not in results)
+    out: dict[int, list[tuple[str, int]]] = {}
+    previous = 0
+    for line, _ in claude_code_boundaries(path):
+        out[line] = sorted((cid, n) for n, cid in unanswered if previous < n < line)
+        previous = line
+    return out
+
+
+def claude_code_branches(path: Path) -> list[int]:
+    """Lines of the message records that leave the branch being written: their nearest message
+    ancestor (through ``parentUuid``, across other records) is known and is not the previous message
+    record, and they are neither another block of that ancestor's turn nor a tool result answering
+    one of its calls."""
+    links: dict[str, tuple[int, str, str | None] | None] = {}  # uuid -> (line, type, turn) of nearest message
+    last: tuple[int, str, str | None] | None = None
+    out = []
+    for n, r in jsonl(path):
+        if r.get("isSidechain"):
+            continue
+        if r.get("type") == "system" and r.get("subtype") == "compact_boundary":
+            links, last = {}, None
+            continue
+        ancestor = links.get(r.get("parentUuid")) if isinstance(r.get("parentUuid"), str) else None
+        if r.get("type") not in ("user", "assistant") or not isinstance(r.get("message"), dict):
+            if isinstance(r.get("uuid"), str):
+                links[r["uuid"]] = ancestor
+            continue
+        content = r["message"].get("content")
+        answers = isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result"
+                                                    for b in content)
+        turn = r["message"].get("id") if r["type"] == "assistant" else (last[2] if answers and last else None)
+        if last is not None and ancestor is not None and ancestor != last and not (
+                ancestor[2] is not None and ancestor[2] == turn):
+            out.append(n)
+        links[r.get("uuid")] = last = (n, r["type"], turn)
+    return out
+
+
 def claude_code_summary_after(path: Path, line: int) -> tuple[int, str]:
     """(line, text) of the first ``isCompactSummary`` record after `line`."""
     for n, r in jsonl(path):
@@ -136,3 +203,16 @@ def openhands_tool_ids(path: Path) -> tuple[set[str], set[str]]:
         if call:
             (observations if "observation" in event else actions).add(call)
     return actions, observations
+
+
+# --- Gemini CLI facts -----------------------------------------------------------------------------
+def gemini_tool_calls(path: Path) -> tuple[dict[str, int], set[str]]:
+    """({call id: index of its message}, ids of the calls with a recorded result) of a JSON recording."""
+    calls: dict[str, int] = {}
+    answered: set[str] = set()
+    for i, message in enumerate(document(path)["messages"]):
+        for call in message.get("toolCalls") or ():
+            calls.setdefault(call["id"], i)
+            if call.get("result") is not None:
+                answered.add(call["id"])
+    return calls, answered

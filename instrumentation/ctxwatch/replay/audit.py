@@ -9,13 +9,18 @@ literals it lost (listed), the hash distance and the contraction verdict of the 
 dropped as soon as they are measured, so memory follows the current buffer, not the file.
 
 Tool pairs are checked on the buffer at the end of each epoch (just before each mutation, and the
-final one): between mutations a buffer only grows, so an orphan in any buffer is still there.
+final one): between mutations a buffer only grows, so an orphan in any buffer is still there. Each
+unpaired id is listed once, with the record that introduced it (`Session.origin`); an id a
+mutation orphaned is that mutation's finding and is not listed again. A call still waiting for its
+result when a mutation drops it (a compaction that hit while a tool ran) is listed on the mutation
+as in flight.
 
 What counts as a *finding* (exit code 1 of ``ctxwatch replay``): what the guard, under its default
-enforcement, would have refused or halted — a mutation that leaves tool ids orphaned
-(``tool_pairing``) and a cycle at which the detector enters ``contracting`` (``contraction``);
-with ``fail_on_literal_loss``, also every mutation that loses protected literals
-(``literal_loss``, a warning by default, as in the guard).
+enforcement, would have refused or halted — a mutation that leaves tool ids orphaned and an
+unpaired tool id in a recorded buffer (``tool_pairing``: the provider rejects such a request), and
+a cycle at which the detector enters ``contracting`` (``contraction``); with
+``fail_on_literal_loss``, also every mutation that loses protected literals (``literal_loss``, a
+warning by default, as in the guard). In-flight calls dropped by a mutation are a warning.
 """
 
 from __future__ import annotations
@@ -57,6 +62,15 @@ class MessageCounts:
 
 
 @dataclass(frozen=True)
+class ToolIdAt:
+    """A tool id and where it entered the session ("line 381", or a JSON path)."""
+
+    id: str
+    where: str
+    kind: str = "tool_use"  # or "tool_result": which side of the pair is present
+
+
+@dataclass(frozen=True)
 class MutationAudit:
     """One recorded context mutation, measured (no message text kept, only lost literal values)."""
 
@@ -79,6 +93,7 @@ class MutationAudit:
     summary_line: int | None = None
     summary_chars: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    in_flight: tuple[ToolIdAt, ...] = ()  # calls awaiting their result that this mutation dropped
 
     @property
     def hash_distance(self) -> float:
@@ -96,6 +111,11 @@ class MutationAudit:
                                f"{len(self.orphaned_calls)} tool call(s) and {len(self.orphaned_results)} "
                                f"tool result(s): {', '.join((self.orphaned_calls + self.orphaned_results)[:5])}",
                                details={"cycle": self.cycle}))
+        if self.in_flight:
+            out.append(Finding("tool_pairing", f"cycle {self.cycle} ({self.kind} at {self.where}) drops "
+                               f"{len(self.in_flight)} tool call(s) in flight, their result never arrived: "
+                               + ", ".join(f"{t.id} ({t.where})" for t in self.in_flight[:5]),
+                               action="warn", details={"cycle": self.cycle}))
         if self.lost:
             out.append(Finding("literal_loss", f"cycle {self.cycle} ({self.kind} at {self.where}) loses "
                                f"{len(self.lost)} of {self.literals_before} protected literals",
@@ -122,8 +142,9 @@ class SessionAudit:
     messages: int = 0        # messages in the final buffer
     tool_pairs: int = 0      # distinct call ids answered, over every epoch of the session
     pending: int = 0         # calls awaiting their result at the end of the file
-    buffer_orphans: list[tuple[str, str]] = field(default_factory=list)  # (where, id) in recorded buffers
+    buffer_orphans: list[ToolIdAt] = field(default_factory=list)  # unpaired ids in recorded buffers
     mutations: list[MutationAudit] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)  # what the reader learned (Session.facts)
     skipped: list[Skip] = field(default_factory=list)
     error: str | None = None
 
@@ -136,9 +157,19 @@ class SessionAudit:
         """``contracting`` if the detector entered the contraction regime at any cycle."""
         return "contracting" if any(m.verdict.entered for m in self.mutations) else "healthy"
 
+    def session_findings(self) -> list[Finding]:
+        """Findings on the session rather than on one mutation: unpaired ids in recorded buffers."""
+        if not self.buffer_orphans:
+            return []
+        shown = ", ".join(f"{t.id} ({t.kind} at {t.where})" for t in self.buffer_orphans[:5])
+        more = f" (+{len(self.buffer_orphans) - 5} more)" if len(self.buffer_orphans) > 5 else ""
+        return [Finding("tool_pairing", f"{len(self.buffer_orphans)} unpaired tool id(s) in recorded buffers, "
+                        f"not caused by a mutation: {shown}{more}")]
+
     def findings(self, fail_on_literal_loss: bool = False) -> list[Finding]:
         """Enforced findings only (those that make ``ctxwatch replay`` exit 1)."""
-        return [f for m in self.mutations for f in m.findings(fail_on_literal_loss) if f.enforced]
+        return [f for m in self.mutations for f in m.findings(fail_on_literal_loss) if f.enforced] + [
+            f for f in self.session_findings() if f.enforced]
 
     def explain(self) -> str:
         """One line: the contraction verdict and why (see `explain_cycles`)."""
@@ -210,27 +241,34 @@ class Observer:
 class Auditor:
     """Consumes one session's events in order and keeps the figures of `SessionAudit`."""
 
-    def __init__(self, audit: SessionAudit, registry: LiteralRegistry | None = None) -> None:
+    def __init__(self, audit: SessionAudit, session: Session, registry: LiteralRegistry | None = None) -> None:
         self.audit = audit
+        self.session = session
         self.registry = registry or LiteralRegistry()
         self.meter = CycleMeter(registry=self.registry)
         self.detector = ContractionDetector(audit.config)
         self._pairs_retired = 0
         self._last: Snapshot | None = None
+        self._listed: set[str] = set()  # unpaired ids already reported (by a mutation or a buffer)
+        self._read_any = False  # a message or a mutation came out of the file
 
     def snapshot(self, snap: Snapshot) -> None:
         if not snap.final:
             self.audit.steps += 1
+        self._read_any = self._read_any or bool(snap.messages)
         self._seen(snap.line)
         self._last = snap
 
     def mutation(self, m: Mutation) -> MutationAudit:
         self._seen(m.line)
+        self._read_any = True
         strict = strict_for(self.audit.format)
         pairs_before, pairs_after = index_pairs(m.before, strict=strict), index_pairs(m.after, strict=strict)
         self._orphans_in(pairs_before, m.where)
         self._pairs_retired += len(_paired(pairs_before) - _paired(pairs_after))
         calls, results = introduced_orphans(pairs_before, pairs_after)
+        self._listed.update(calls, results)
+        in_flight = tuple(self._at(cid, m.where) for cid in sorted(pairs_before.pending - pairs_after.calls.keys()))
         figures = self.meter.measure(m.before, m.after)
         verdict = self.detector.update(figures.d, figures.literals_before, figures.literals_lost)
         audit = MutationAudit(
@@ -239,11 +277,11 @@ class Auditor:
             orphaned_calls=tuple(calls), orphaned_results=tuple(results), literals_before=figures.literals_before,
             lost=tuple(sorted(figures.lost)), verdict=verdict, trigger=m.trigger, pre_tokens=m.pre_tokens,
             summary_line=m.summary_line, summary_chars=m.summary.size if m.summary is not None else None,
-            details=dict(m.details))
+            details=dict(m.details), in_flight=in_flight)
         self.audit.mutations.append(audit)
         return audit
 
-    def finish(self, session: Session) -> None:
+    def finish(self, session: Session, forced_format: bool = False) -> None:
         """Close the last epoch (the final buffer, or the last recorded one) and collect the skips."""
         if self._last is not None:
             pairs = index_pairs(self._last.messages, strict=strict_for(self.audit.format))
@@ -254,19 +292,32 @@ class Auditor:
         if not self.audit.records:
             self.audit.records = self.audit.steps
         self.audit.skipped = list(session.skipped)
-        if self._last is None and not self.audit.mutations and session.skipped:  # read nothing: not "healthy"
+        self.audit.facts = dict(session.facts)
+        if self._read_any:
+            return
+        if session.skipped:  # read nothing: not "healthy"
             first = session.skipped[0]
             where = f"line {first.line}" if first.line is not None else first.where
             self.audit.error = (f"{self.audit.path}, {where}: {first.reason} "
                                 f"(no readable record; {len(session.skipped)} skipped)")
+        else:
+            forced = " (the format forced with --format)" if forced_format else ""
+            self.audit.error = f"{self.audit.path}: no {self.audit.format} record in the file{forced}"
 
     def _seen(self, line: int | None) -> None:
         if line is not None and line > self.audit.records:
             self.audit.records = line
 
     def _orphans_in(self, pairs: PairIndex, where: str) -> None:
-        for cid in (*pairs.orphan_calls, *pairs.orphan_results):
-            self.audit.buffer_orphans.append((where, cid))
+        """List the ids unpaired in a recorded buffer that no earlier report named."""
+        for kind, ids in (("tool_use", pairs.orphan_calls), ("tool_result", pairs.orphan_results)):
+            for cid in ids:
+                if cid not in self._listed:
+                    self._listed.add(cid)
+                    self.audit.buffer_orphans.append(self._at(cid, where, kind))
+
+    def _at(self, tool_id: str, fallback: str, kind: str = "tool_use") -> ToolIdAt:
+        return ToolIdAt(tool_id, self.session.origin(tool_id) or fallback, kind)
 
 
 def _paired(pairs: PairIndex) -> set[str]:
@@ -285,7 +336,7 @@ def audit_session(path: str | os.PathLike[str], format: str | None = None, *, st
         session = read_session(path, format, strict=strict)
         audit.format = session.format
         audit.bytes = session.path.stat().st_size
-        auditor = Auditor(audit, registry)
+        auditor = Auditor(audit, session, registry)
         observer = observer_for(audit) if observer_for is not None else None
         for event in session:
             if isinstance(event, Mutation):
@@ -296,7 +347,7 @@ def audit_session(path: str | os.PathLike[str], format: str | None = None, *, st
                 auditor.snapshot(event)
                 if observer is not None:
                     observer.snapshot(event)
-        auditor.finish(session)
+        auditor.finish(session, forced_format=format is not None)
     except InvalidContextError as exc:
         audit.error = str(exc)
     except OSError as exc:

@@ -23,7 +23,7 @@ from .audit import SessionAudit, audit_session
 from .backfill import DEFAULT_SERVICE, BackfillError, Exporter
 from .page import render_html
 from .schema import document
-from .table import render
+from .table import printable, render
 
 MAX_SKIPS_SHOWN = 20
 
@@ -53,7 +53,7 @@ def exit_code(audits: Sequence[SessionAudit], fail_on_literal_loss: bool = False
 
 
 def _warn(err: TextIO, message: str) -> None:
-    err.write(f"ctxwatch replay: {message}\n")
+    err.write(f"ctxwatch replay: {printable(message)}\n")
 
 
 def _report_problems(audits: Sequence[SessionAudit], err: TextIO) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..report import Finding
-from .audit import MutationAudit, SessionAudit
+from .audit import MutationAudit, SessionAudit, ToolIdAt
 
 SCHEMA = "ctxwatch.replay"
 SCHEMA_VERSION = 1
@@ -42,7 +42,12 @@ def mutation_json(m: MutationAudit, fail_on_literal_loss: bool = False) -> dict[
                         "below": v.below, "entered": v.entered, "left": v.left, "onset": v.onset},
         "findings": [finding_json(f) for f in m.findings(fail_on_literal_loss)],
         "details": dict(m.details),
+        "in_flight_dropped": [tool_id_json(t) for t in m.in_flight],
     }
+
+
+def tool_id_json(t: ToolIdAt) -> dict[str, Any]:
+    return {"where": t.where, "id": t.id, "kind": t.kind}
 
 
 def finding_json(f: Finding) -> dict[str, Any]:
@@ -62,12 +67,14 @@ def session_json(a: SessionAudit, fail_on_literal_loss: bool = False) -> dict[st
         "steps": a.steps,
         "messages": a.messages,
         "tool_pairs": {"paired": a.tool_pairs, "pending": a.pending,
-                       "orphans_in_buffers": [{"where": w, "id": i} for w, i in a.buffer_orphans]},
+                       "orphans_in_buffers": [tool_id_json(t) for t in a.buffer_orphans]},
         "skipped": [{"where": s.where, "line": s.line, "reason": s.reason} for s in a.skipped],
         "mutations": [mutation_json(m, fail_on_literal_loss) for m in a.mutations],
         "verdict": {"state": a.state, "entered_at": entered.cycle if entered else None,
                     "onset": entered.onset if entered else None, "explanation": a.explain()},
         "findings": len(a.findings(fail_on_literal_loss)),
+        "session_findings": [finding_json(f) for f in a.session_findings()],
+        "details": dict(a.facts),
     }
 
 

@@ -4,11 +4,17 @@ lost literals, the verdict and the findings; a closing summary line.
 On a terminal with ``rich`` installed (it comes with ``ctxwatch[monitor]``) the tables are drawn
 by rich; otherwise — a pipe, a file, CI, or a base install without rich — as aligned plain text.
 Both renderings take their cells from `mutation_row`, so they show the same figures.
+
+Text taken from a session file (paths, ids, triggers, reasons, literals) never reaches the
+terminal raw: `printable` shows control characters (ESC and the rest of C0 and C1, DEL) as
+``\\xNN`` escapes (line and paragraph separators and bidirectional overrides as ``\\uNNNN``), so a
+session cannot move the cursor, recolour, retitle the terminal or reorder what is shown.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -20,6 +26,17 @@ if TYPE_CHECKING:
 HEADERS = ("#", "where", "kind", "source", "messages", "kept/dropped/added/elided", "size (chars)",
            "orphans", "literals lost", "d", "r", "state")
 _RIGHT = frozenset({0, 4, 6, 7, 8, 9, 10})
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character shown as an escape (one line, nothing for the terminal to obey)."""
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def quote(literal: str, limit: int = 60) -> str:
@@ -53,17 +70,28 @@ def session_notes(a: SessionAudit, literals_shown: int, fail_on_literal_loss: bo
             out.append(f"cycle {m.cycle}: summary of {m.summary_chars:,} chars{at}"
                        + (f", trigger {m.trigger}" if m.trigger else "")
                        + (f", {m.pre_tokens:,} tokens before" if m.pre_tokens is not None else ""))
+        elif "cleared_results" in m.details:
+            out.append(f"cycle {m.cycle}: {m.details['cleared_results']} tool result(s) cleared in place "
+                       f"({m.details['compacted_tool_ids']} named)"
+                       + (f", trigger {m.trigger}" if m.trigger else "")
+                       + (f", {m.pre_tokens:,} tokens before" if m.pre_tokens is not None else "")
+                       + (f", {m.details['tokens_saved']:,} saved" if "tokens_saved" in m.details else ""))
         if m.orphans:
             out.append(f"cycle {m.cycle}: orphaned calls {list(m.orphaned_calls)}, "
                        f"orphaned results {list(m.orphaned_results)}")
+        if m.in_flight:
+            out.append(f"cycle {m.cycle}: dropped {len(m.in_flight)} tool call(s) in flight (no result arrived): "
+                       + ", ".join(f"{t.id} ({t.where})" for t in m.in_flight))
         if m.lost and literals_shown:
             shown = ", ".join(quote(v) for v in m.lost[:literals_shown])
             more = f" (+{len(m.lost) - literals_shown} more)" if len(m.lost) > literals_shown else ""
             out.append(f"cycle {m.cycle}: lost {len(m.lost)} literal(s): {shown}{more}")
-    if a.buffer_orphans:
-        shown = ", ".join(f"{i} ({w})" for w, i in a.buffer_orphans[:5])
-        out.append(f"unpaired tool ids in recorded buffers (not caused by a mutation): {shown}"
-                   + (f" (+{len(a.buffer_orphans) - 5} more)" if len(a.buffer_orphans) > 5 else ""))
+    inherited = a.facts.get("inherited_compaction")
+    if inherited:
+        summary = inherited.get("summary") or {}
+        out.insert(0, f"starts from a compaction copied from its parent session (boundary at line {inherited['line']}"
+                   + (f", summary of {summary['chars']:,} chars at line {summary['line']}" if summary else "")
+                   + "): the buffer starts there, not a cycle")
     out.append(f"verdict: {a.explain()}")
     findings = a.findings(fail_on_literal_loss)
     out.append("findings: " + ("none" if not findings else
@@ -82,11 +110,11 @@ def summary_line(audits: Sequence[SessionAudit], exit_code: int, fail_on_literal
 def render_plain(audits: Sequence[SessionAudit], out: TextIO, *, exit_code: int, literals_shown: int,
                  fail_on_literal_loss: bool) -> None:
     for a in audits:
-        out.write(f"\n{a.path}\n  {session_header(a)}\n")
+        out.write(f"\n{printable(a.path)}\n  {printable(session_header(a))}\n")
         if not a.readable:
             continue
         if a.mutations:
-            rows = [HEADERS] + [mutation_row(m) for m in a.mutations]
+            rows = [HEADERS] + [tuple(map(printable, mutation_row(m))) for m in a.mutations]
             widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
             for row in rows:
                 cells = [cell.rjust(w) if i in _RIGHT else cell.ljust(w)
@@ -95,7 +123,7 @@ def render_plain(audits: Sequence[SessionAudit], out: TextIO, *, exit_code: int,
         else:
             out.write("  no context mutation: the buffer only grew\n")
         for note in session_notes(a, literals_shown, fail_on_literal_loss):
-            out.write(f"  {note}\n")
+            out.write(f"  {printable(note)}\n")
     out.write("\n" + summary_line(audits, exit_code, fail_on_literal_loss) + "\n")
 
 
@@ -106,8 +134,8 @@ def render_rich(audits: Sequence[SessionAudit], console: Console, *, exit_code: 
 
     for a in audits:
         console.print()
-        console.print(f"[bold]{escape(a.path)}[/bold]", highlight=False)
-        console.print(("  [red]" if not a.readable else "  ") + escape(session_header(a)), highlight=False)
+        console.print(f"[bold]{escape(printable(a.path))}[/bold]", highlight=False)
+        console.print(("  [red]" if not a.readable else "  ") + escape(printable(session_header(a))), highlight=False)
         if not a.readable:
             continue
         if a.mutations:
@@ -117,12 +145,12 @@ def render_rich(audits: Sequence[SessionAudit], console: Console, *, exit_code: 
                                  overflow="fold")
             for m in a.mutations:
                 style = "red" if m.orphans or m.verdict.state == "contracting" else None
-                table.add_row(*(escape(cell) for cell in mutation_row(m)), style=style)
+                table.add_row(*(escape(printable(cell)) for cell in mutation_row(m)), style=style)
             console.print(table)
         else:
             console.print("  no context mutation: the buffer only grew")
         for note in session_notes(a, literals_shown, fail_on_literal_loss):
-            console.print("  " + escape(note), soft_wrap=True, highlight=False)
+            console.print("  " + escape(printable(note)), soft_wrap=True, highlight=False)
     console.print()
     console.print(escape(summary_line(audits, exit_code, fail_on_literal_loss)), highlight=False)
 

@@ -2,7 +2,8 @@
 
 Formats (`SESSION_FORMATS`, detected by `detect_session_format`): Claude Code session JSONL
 (``claude_code``), OpenAI Codex rollout JSONL (``codex``), SWE-agent ``.traj`` (``swe_agent``),
-OpenHands event JSON (``openhands``) and JSONL of message snapshots (``messages_jsonl``).
+OpenHands event JSON (``openhands``), Gemini CLI chat recordings (``gemini_cli``, JSON or JSONL)
+and JSONL of message snapshots (``messages_jsonl``).
 Each format module's docstring says how its buffers are rebuilt.
 
 ``read_session(path, format=None, strict=False)`` returns a `Session`; iterating it streams, in
@@ -33,7 +34,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import claude_code, codex, openhands, snapshots, swe_agent
+from . import claude_code, codex, gemini_cli, openhands, snapshots, swe_agent
 from .detect import SESSION_FORMATS, detect_session_format
 from .events import Event, Mutation, Skip, Snapshot, classify_change
 from .files import MAX_DOCUMENT_BYTES, MAX_LINE_BYTES, SessionReadError, check_file
@@ -44,6 +45,7 @@ READERS = {
     "codex": codex.events,
     "swe_agent": swe_agent.events,
     "openhands": openhands.events,
+    "gemini_cli": gemini_cli.events,
     "messages_jsonl": snapshots.events,
 }
 

@@ -4,20 +4,29 @@ Each line is a record. ``user`` and ``assistant`` records carry an Anthropic ``m
 context is rebuilt from them in file order, as the API saw it:
 
 - An assistant turn is logged one content block per line, all sharing ``message.id``, and the
-  results of its tool calls may be logged between those lines: every line with a known
-  ``message.id`` joins that assistant message, and consecutive user records (tool results, a
+  results of its tool calls may be logged between those lines: a line with the ``message.id`` of
+  the latest assistant turn joins that message, and consecutive user records (tool results, a
   prompt after them) join one user message, so several ``tool_use`` blocks sit in one assistant
-  message and their ``tool_result`` blocks in the next user message.
+  message and their ``tool_result`` blocks in the next user message. Parts are collected per
+  message and the `Message` is built once it is needed, so a turn of many lines costs linear time.
 - A `Snapshot` is yielded when a new assistant turn starts: the buffer before it is what the
   model was sent. A final snapshot (``final=True``) holds the buffer at the end of the file.
 - ``system`` records with subtype ``compact_boundary`` mark a compaction (``compactMetadata``:
   ``trigger``, ``preTokens``); the next ``isCompactSummary`` user record is its summary and starts
   the new buffer. The `Mutation` is yielded once the summary is read (``after`` is the summary).
-- ``parentUuid`` links records; a record whose parent lies before the latest assistant turn is a
-  rewind (the user went back and branched): the buffer is cut after the parent and a ``prune``
-  Mutation with source ``claude_code.rewind`` is yielded. Links through ``progress`` and other
-  records are followed; at most 200,000 links are remembered (older ones are forgotten, and a
-  rewind to a forgotten record reads as a continuation).
+  A boundary before any message of the file (a session continued from its parent, which copies the
+  parent's boundary and summary) is no mutation: the summary is where this session's buffer starts,
+  recorded in ``Session.facts["inherited_compaction"]``.
+- ``system`` records with subtype ``microcompact_boundary`` clear old tool results in place
+  (``microcompactMetadata.compactedToolIds`` names them): a ``prune`` Mutation with source
+  ``claude_code.microcompact_boundary``; each named result's content becomes Claude Code's
+  ``[Old tool result content cleared]`` and the call stays paired.
+- ``parentUuid`` links records; a record whose parent lies before the latest assistant turn, or
+  inside the trailing (merged) user message before its last record, is a rewind (the user went
+  back and branched, or resumed after ``/exit`` from an earlier record): the buffer is cut after
+  the parent and a ``prune`` Mutation with source ``claude_code.rewind`` is yielded. Links through
+  ``progress`` and other records are followed; at most 200,000 links are remembered (older ones
+  are forgotten, and a rewind to a forgotten record reads as a continuation).
 - ``progress`` records carry ``toolUseID`` / ``parentToolUseID`` of hook runs: they are not tool
   results and add nothing to the buffer. Sidechain (sub-agent) records are left out.
 """
@@ -30,57 +39,109 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..adapters import anthropic
-from ..model import Message, Part
+from ..model import Message, Part, ToolResult
 from .events import Event, Mutation, Snapshot
 
 if TYPE_CHECKING:
     from .session import Session
 
 MAX_LINKS = 200_000
+CLEARED_RESULT = "[Old tool result content cleared]"
 
 
 class _Buffer:
-    """The context being rebuilt, and which message each record's uuid landed in."""
+    """The context being rebuilt, and where each record's uuid landed (message index, parts so far)."""
 
     def __init__(self) -> None:
-        self.messages: list[Message] = []
+        self._messages: list[Message | None] = []  # None: not built yet
+        self._heads: list[tuple[str, str | None]] = []  # (role, id) per message
+        self._pending: dict[int, list[Part]] = {}  # parts added to a message since it was last built
+        self._lengths: list[int] = []  # parts per message, pending ones included
         self._serials: list[int] = []  # per message, so a link to a message cut by a rewind reads as stale
         self._next_serial = 0
-        self.slot_of: OrderedDict[str, tuple[int, int]] = OrderedDict()  # record uuid -> (index, serial)
-        self.turns: dict[str, int] = {}  # assistant message.id -> index
+        self.slot_of: OrderedDict[str, tuple[int, int, int]] = OrderedDict()  # uuid -> (index, serial, parts)
+        self.last_turn: str | None = None  # message.id of the latest assistant turn
         self.last_assistant = -1
+        self.results: dict[str, int] = {}  # tool_result id -> index of its message (for microcompacts)
 
-    def index_of(self, uuid: str | None) -> int | None:
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def messages(self) -> tuple[Message, ...]:
+        """The buffer now (messages with new parts are rebuilt once here)."""
+        for at, parts in self._pending.items():
+            old = self._messages[at]
+            role, mid = self._heads[at]
+            self._messages[at] = Message(role, old.parts + tuple(parts) if old else parts, id=mid)
+        self._pending.clear()
+        return tuple(self._messages)  # every message is built now
+
+    def slot(self, uuid: str | None) -> tuple[int, int] | None:
+        """(message index, parts of it up to the record) of a live record, else None."""
         hit = self.slot_of.get(uuid) if uuid is not None else None
         if hit is None or hit[0] >= len(self._serials) or self._serials[hit[0]] != hit[1]:
             return None
-        return hit[0]
+        return hit[0], hit[2]
 
-    def truncate(self, n: int) -> None:
-        del self.messages[n:], self._serials[n:]
-        self.turns = {k: i for k, i in self.turns.items() if i < n}
-        self.last_assistant = max((i for i in self.turns.values()), default=-1)
+    def branches_at(self, at: int, parts: int, role: str) -> bool:
+        """Whether a `role` record whose parent sits at (`at`, `parts`) leaves the current branch."""
+        if at < self.last_assistant:
+            return True
+        trailing_user = at == len(self._messages) - 1 and self._heads[at][0] == "user"
+        return trailing_user and parts < self._lengths[at] and role == "assistant"
+
+    def cut(self, at: int, parts: int) -> None:
+        """Keep messages up to `at`, and of message `at` its first `parts` parts."""
+        current = self.messages()
+        del self._messages[at + 1:], self._heads[at + 1:], self._serials[at + 1:], self._lengths[at + 1:]
+        if parts < self._lengths[at]:
+            old = current[at]
+            self._messages[at] = Message(old.role, old.parts[:parts], id=old.id)
+            self._lengths[at] = parts
+            self._serials[at] = self._new_serial()  # records inside the cut part are gone
+        self.last_assistant = next((i for i in range(at, -1, -1) if self._heads[i][0] == "assistant"), -1)
+        self.last_turn = self._heads[self.last_assistant][1] if self.last_assistant >= 0 else None
 
     def add(self, uuid: Any, role: str, parts: tuple[Part, ...], turn: str | None) -> None:
-        if role == "assistant" and turn in self.turns:
-            at = self.turns[turn]
-        elif role == "user" and self.messages and self.messages[-1].role == "user":
-            at = len(self.messages) - 1
+        if role == "assistant" and turn is not None and turn == self.last_turn:
+            at = self.last_assistant
+        elif role == "user" and self._heads and self._heads[-1][0] == "user":
+            at = len(self._messages) - 1
         else:
-            at = len(self.messages)
-            self.messages.append(Message(role, parts, id=turn if role == "assistant" else uuid))
-            self._serials.append(self._next_serial)
-            self._next_serial += 1
-            if turn is not None:
-                self.turns[turn] = at
+            at = len(self._messages)
+            self._messages.append(None)
+            self._heads.append((role, turn if role == "assistant" else uuid))
+            self._pending[at] = []
+            self._lengths.append(0)
+            self._serials.append(self._new_serial())
             if role == "assistant":
-                self.last_assistant = at
-            parts = ()
+                self.last_assistant, self.last_turn = at, turn
         if parts:
-            old = self.messages[at]
-            self.messages[at] = Message(role, old.parts + parts, id=old.id)
+            self._pending.setdefault(at, []).extend(parts)
+            self._lengths[at] += len(parts)
+            for part in parts:
+                if type(part) is ToolResult:
+                    self.results[part.call_id] = at
         if isinstance(uuid, str):
-            _remember(self.slot_of, uuid, (at, self._serials[at]))
+            _remember(self.slot_of, uuid, (at, self._serials[at], self._lengths[at]))
+
+    def clear_results(self, ids: set[str]) -> tuple[int, ...]:
+        """Replace the content of the named tool results in place; the indices of the messages changed."""
+        built = self.messages()
+        changed = []
+        for at in sorted({at for cid in ids if (at := self.results.get(cid)) is not None and at < len(self)}):
+            old = built[at]
+            if not set(old.result_ids) & ids:
+                continue  # the message that held it was cut by a rewind
+            parts = tuple(ToolResult(p.call_id, CLEARED_RESULT, p.is_error)
+                          if type(p) is ToolResult and p.call_id in ids else p for p in old.parts)
+            self._messages[at] = Message(old.role, parts, id=old.id)
+            changed.append(at)
+        return tuple(changed)
+
+    def _new_serial(self) -> int:
+        self._next_serial += 1
+        return self._next_serial
 
 
 @dataclass
@@ -104,12 +165,27 @@ def _remember(links: OrderedDict, key: str, value: Any) -> None:
         links.popitem(last=False)
 
 
-def _boundary(rec: dict, line: int, step: int, before: tuple[Message, ...]) -> _Boundary:
-    meta = rec.get("compactMetadata")
+def _metadata(rec: dict, key: str) -> tuple[dict, str | None, int | None]:
+    meta = rec.get(key)
     meta = meta if isinstance(meta, dict) else {}
     trigger, pre = meta.get("trigger"), meta.get("preTokens")
-    return _Boundary(line, step, before, trigger if isinstance(trigger, str) else None,
-                     pre if isinstance(pre, int) and not isinstance(pre, bool) else None)
+    return (meta, trigger if isinstance(trigger, str) else None,
+            pre if isinstance(pre, int) and not isinstance(pre, bool) else None)
+
+
+def _microcompact(rec: dict, line: int, step: int, buf: _Buffer) -> Mutation:
+    meta, trigger, pre = _metadata(rec, "microcompactMetadata")
+    named = meta.get("compactedToolIds")
+    ids = {i for i in named if isinstance(i, str)} if isinstance(named, list) else set()
+    before = buf.messages()
+    changed = buf.clear_results(ids)
+    saved = meta.get("tokensSaved")
+    details = {"compacted_tool_ids": len(ids),
+               "cleared_results": sum(1 for at in changed for r in before[at].result_ids if r in ids)}
+    if isinstance(saved, int) and not isinstance(saved, bool):
+        details["tokens_saved"] = saved
+    return Mutation("prune", step, before, buf.messages(), "claude_code.microcompact_boundary", f"line {line}",
+                    line=line, trigger=trigger, pre_tokens=pre, changed=changed, details=details)
 
 
 def events(session: Session) -> Iterator[Event]:
@@ -117,6 +193,7 @@ def events(session: Session) -> Iterator[Event]:
     links: OrderedDict[str, str | None] = OrderedDict()  # record uuid -> nearest message-record uuid
     step, last_line = 0, 0
     pending: _Boundary | None = None
+    inherited: dict[str, Any] | None = None  # a boundary before any message: copied from the parent
     for line, rec in session.lines():
         last_line = line
         if not isinstance(rec, dict):
@@ -125,39 +202,51 @@ def events(session: Session) -> Iterator[Event]:
         if rec.get("isSidechain") is True:
             continue
         uuid, parent = rec.get("uuid"), rec.get("parentUuid")
-        if rec.get("type") == "system" and rec.get("subtype") == "compact_boundary":
+        subtype = rec.get("subtype") if rec.get("type") == "system" else None
+        if subtype == "compact_boundary":
             if pending is not None:
                 yield pending.mutation(None, None)
-            pending = _boundary(rec, line, step, tuple(buf.messages))
+            _, trigger, pre = _metadata(rec, "compactMetadata")
+            if step == 0 and not len(buf) and pending is None:
+                inherited = {"line": line, "trigger": trigger, "pre_tokens": pre, "session_id": rec.get("sessionId")}
+                session.facts["inherited_compaction"] = inherited
+            else:
+                pending = _Boundary(line, step, buf.messages(), trigger, pre)
             buf, links = _Buffer(), OrderedDict()
             continue
+        if subtype == "microcompact_boundary" and len(buf):
+            yield _microcompact(rec, line, step, buf)
         message = _message(session, rec, line)
         if message is None:
             if isinstance(uuid, str):
                 _remember(links, uuid, links.get(parent) if isinstance(parent, str) else None)
             continue
+        if inherited is not None and "summary" not in inherited and rec.get("isCompactSummary") is True:
+            inherited["summary"] = {"line": line, "chars": Message("user", message.parts).size}
         if pending is not None:
             is_summary = rec.get("isCompactSummary") is True
             yield pending.mutation(Message("user", message.parts, id=uuid) if is_summary else None,
                                    line if is_summary else None)
             pending = None
-        at = buf.index_of(links.get(parent) if isinstance(parent, str) else None)
-        if at is not None and at < buf.last_assistant:
-            before = tuple(buf.messages)
-            buf.truncate(at + 1)
-            yield Mutation("prune", step, before, tuple(buf.messages), "claude_code.rewind", f"line {line}",
-                           line=line, changed=tuple(range(at + 1, len(before))))
+        slot = buf.slot(links.get(parent) if isinstance(parent, str) else None)
+        if slot is not None and buf.branches_at(*slot, message.role):
+            before = buf.messages()
+            buf.cut(*slot)
+            after = buf.messages()
+            kept = len(after) - (len(after[-1].parts) < len(before[len(after) - 1].parts))
+            yield Mutation("prune", step, before, after, "claude_code.rewind", f"line {line}",
+                           line=line, changed=tuple(range(kept, len(before))))
         turn = rec["message"].get("id") if message.role == "assistant" else None
         turn = turn if isinstance(turn, str) else None
-        if message.role == "assistant" and turn not in buf.turns:
-            yield Snapshot(step, tuple(buf.messages), f"line {line}", line)
+        if message.role == "assistant" and (turn is None or turn != buf.last_turn):
+            yield Snapshot(step, buf.messages(), f"line {line}", line)
             step += 1
         buf.add(uuid, message.role, message.parts, turn)
         if isinstance(uuid, str):
             _remember(links, uuid, uuid)
     if pending is not None:
         yield pending.mutation(None, None)
-    yield Snapshot(step, tuple(buf.messages), f"line {last_line}", last_line or None, final=True)
+    yield Snapshot(step, buf.messages(), f"line {last_line}", last_line or None, final=True)
 
 
 def _message(session: Session, rec: dict, line: int) -> Message | None:

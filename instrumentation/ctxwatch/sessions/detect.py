@@ -5,7 +5,9 @@
 - ``codex``: JSONL records ``{"type": "session_meta" | "response_item" | ..., "payload"}``;
 - ``messages_jsonl``: JSONL lines that are lists of message dicts or objects with a ``messages`` list;
 - ``swe_agent``: one JSON object with a ``trajectory`` list;
-- ``openhands``: one JSON list of events (``source`` with ``action`` or ``observation``).
+- ``openhands``: one JSON list of events (``source`` with ``action`` or ``observation``);
+- ``gemini_cli``: one JSON object with ``sessionId``, ``projectHash`` and a ``messages`` list, or
+  JSONL whose first record is such an object's metadata (``sessionId``, ``projectHash``).
 
 Up to 20 lines are looked at (a corrupt first line does not hide the format); a pretty-printed
 single document is recognised from its first 64 KiB.
@@ -19,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from .files import MAX_LINE_BYTES, SessionReadError, check_file, iter_jsonl
+from .gemini_cli import is_recording
 
-SESSION_FORMATS = ("claude_code", "codex", "swe_agent", "openhands", "messages_jsonl")
+SESSION_FORMATS = ("claude_code", "codex", "swe_agent", "openhands", "gemini_cli", "messages_jsonl")
 _CLAUDE_TYPES = frozenset({"user", "assistant", "system", "progress", "summary", "file-history-snapshot",
                            "queue-operation", "attachment"})
 _CLAUDE_KEYS = ("sessionId", "uuid", "messageId", "leafUuid")
@@ -45,7 +48,8 @@ def detect_session_format(path: str | os.PathLike[str], max_line_bytes: int = MA
         if kind is not None:
             return kind
     raise SessionReadError(path, "unrecognised session format (expected Claude Code JSONL, Codex rollout "
-                           "JSONL, SWE-agent .traj, OpenHands events JSON, or JSONL of message lists)")
+                           "JSONL, SWE-agent .traj, OpenHands events JSON, Gemini CLI chat JSON/JSONL, or JSONL "
+                           "of message lists)")
 
 
 def _first_line_number(head: bytes) -> int:
@@ -57,6 +61,8 @@ def _first_line_number(head: bytes) -> int:
 def _document_kind(value: Any) -> str | None:
     if isinstance(value, dict) and isinstance(value.get("trajectory"), list):
         return "swe_agent"
+    if is_recording(value):
+        return "gemini_cli"
     events = value.get("events") if isinstance(value, dict) else value
     if isinstance(events, list) and events and _is_openhands_event(events[0]):
         return "openhands"
@@ -72,6 +78,8 @@ def _sniff_document(head: bytes) -> str | None:
     text = head.lstrip()
     if text.startswith(b"{") and b'"trajectory"' in text:
         return "swe_agent"
+    if text.startswith(b"{") and b'"sessionId"' in text and b'"projectHash"' in text and b'"messages"' in text:
+        return "gemini_cli"
     eventful = b'"action"' in text or b'"observation"' in text
     if text.startswith((b"[", b"{")) and b'"source"' in text and eventful:
         return "openhands"

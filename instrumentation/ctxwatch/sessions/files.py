@@ -1,7 +1,9 @@
 """Opening session files: checks, bounded JSONL streaming, capped JSON documents, and their errors.
 
 A file that cannot be read at all (missing, a directory, empty, binary, a single JSON document
-over the size cap) raises `SessionReadError`, one line naming the file. Inside a JSONL file, a
+over the size cap) raises `SessionReadError`, one line naming the file. A file is binary when its
+first line (up to 64 KiB) holds a NUL byte or is not UTF-8 text, whatever the file's size: garbage after valid records
+costs only the lines it is on. Inside a JSONL file, a
 corrupt, truncated or over-long line is a `Skip` collected on the session (or, with
 ``strict=True``, a `SessionReadError` naming the line): one bad line does not cost the rest of a
 long recording. JSONL is read one line at a time with a cap on the line length, so memory stays
@@ -48,9 +50,22 @@ def check_file(path: Path) -> bytes:
         raise SessionReadError(path, f"cannot be read ({exc.strerror or exc})") from None
     if not head.strip():
         raise SessionReadError(path, "is empty")
-    if b"\x00" in head:
+    if _binary(head.lstrip()):
         raise SessionReadError(path, "is a binary file, not JSON or JSONL")
     return head
+
+
+def _binary(head: bytes) -> bool:
+    """Whether the first line of `head` holds a NUL byte or bytes that are not UTF-8 (a line cut
+    at the end of `head` may end inside a character)."""
+    first, newline, _ = head.partition(b"\n")
+    if b"\x00" in first:
+        return True
+    try:
+        first.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return bool(newline) or exc.start < len(first) - 3
+    return False
 
 
 class BadJSON(ValueError):
@@ -62,15 +77,25 @@ class BadJSON(ValueError):
 
 
 def parse_line(raw: bytes) -> Any:
-    """One JSON value; BadJSON with a short reason when it is not one."""
+    """One JSON value; BadJSON with a short reason when it is not one. Columns count characters
+    from 1; for text cut short it is the column just past its last character (where the rest was
+    expected), also inside an unterminated string."""
     try:
-        return json.loads(raw)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise BadJSON("not UTF-8 text") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        cut = exc.pos >= len(raw.rstrip()) or exc.msg.startswith("Unterminated string")
-        kind = "truncated JSON" if cut else "corrupt JSON"
-        raise BadJSON(f"{kind} ({exc.msg}, column {exc.colno})", exc.lineno) from None
+        end = len(text.rstrip())
+        if exc.pos >= end or exc.msg.startswith("Unterminated string"):
+            line = text.count("\n", 0, end) + 1
+            column = end - (text.rfind("\n", 0, end) + 1) + 1  # 1-based, one past the last character
+            reason = "Unterminated string" if exc.msg.startswith("Unterminated string") else exc.msg
+            raise BadJSON(f"truncated JSON ({reason}, column {column})", line) from None
+        raise BadJSON(f"corrupt JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
     except RecursionError:
         raise BadJSON("JSON nested too deeply to read") from None
 

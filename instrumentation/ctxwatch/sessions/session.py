@@ -4,11 +4,17 @@
 or unrecognised file fails before any work), then iterating the session reads it from disk
 (again at each iteration) and yields `Snapshot` and `Mutation` events in file order. Lines that
 could not be read are collected in `Session.skipped`, or raise at once with ``strict=True``.
+
+While it is read, a session also keeps where each tool id first entered a buffer (`origin`: "line
+381", "trajectory[3].messages[5]"), for the most recent `MAX_ORIGINS` ids, so a finding names the
+record that introduced an id rather than the point where it was noticed; and `facts`, what the
+reader learned about the session as a whole (e.g. Claude Code's ``inherited_compaction``).
 """
 
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +25,7 @@ from .events import Event, Mutation, Skip, Snapshot
 from .files import MAX_DOCUMENT_BYTES, MAX_LINE_BYTES, SessionReadError, check_file, iter_jsonl, load_document
 
 EventReader = Callable[["Session"], Iterator[Event]]
+MAX_ORIGINS = 50_000
 
 
 class Session:
@@ -33,12 +40,20 @@ class Session:
         self.max_line_bytes = max_line_bytes
         self.max_document_bytes = max_document_bytes
         self.skipped: list[Skip] = []
+        self.facts: dict[str, Any] = {}
+        self._origins: OrderedDict[str, str] = OrderedDict()
         self._reader = reader
 
     def __iter__(self) -> Iterator[Event]:
         self.skipped = []
+        self.facts = {}
+        self._origins.clear()
         check_file(self.path)
         return self._reader(self)
+
+    def origin(self, tool_id: str) -> str | None:
+        """Where `tool_id` (a call's or a result's) was first read, if still remembered."""
+        return self._origins.get(tool_id)
 
     def snapshots(self) -> Iterator[Snapshot]:
         return (e for e in self if isinstance(e, Snapshot))
@@ -67,7 +82,17 @@ class Session:
                 where: str) -> Message | None:
         """`read(item)`, or None after recording a skip when the item is not a valid message."""
         try:
-            return read(item, None)
+            message = read(item, None)
         except InvalidContextError as exc:
             self.skip(line, str(exc), where)
             return None
+        self.note(message, where)
+        return message
+
+    def note(self, message: Message, where: str) -> None:
+        """Remember `where` as the origin of the tool ids `message` carries (the first one seen wins)."""
+        for tool_id in (*message.call_ids, *message.result_ids):
+            if tool_id not in self._origins:
+                self._origins[tool_id] = where
+                if len(self._origins) > MAX_ORIGINS:
+                    self._origins.popitem(last=False)
