@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ from pathlib import Path, PurePath
 
 import pytest
 from corpus_files import claude_code_compactions, claude_code_message_records, claude_code_microcompacts, jsonl, of_kind
-from replay_fixtures import claude_code_lines, loop_detail, replay_json
+from replay_fixtures import claude_code_lines, ctxwatch, loop_detail, replay_json
 
 from ctxwatch.demo.monitor_process import MonitorClient
 
@@ -233,3 +234,20 @@ def test_a_truncated_and_a_deleted_file_are_one_line_notes_and_the_watcher_goes_
     (truncated,) = [n for n in notes if str(shrunk) in n]
     assert "truncated" in truncated and "reading it again from its start" in truncated
     assert str(doomed) not in json.loads(state.read_text())["files"]
+
+
+def test_bad_usage_and_an_unreachable_endpoint_with_once_exit_2_in_one_line(tmp_path: Path) -> None:
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()  # nothing listens there now
+    session = tmp_path / "s.jsonl"
+    session.write_text("".join(claude_code_lines(3)), encoding="utf-8")
+    cases = [("watch", "--otlp", "ftp://x", str(session)), ("watch", "--once", str(tmp_path / "missing.jsonl")),
+             ("watch", "--once", str(session), "--otlp", f"http://127.0.0.1:{port}", "--state",
+              str(tmp_path / "state.json"))]
+    for args in cases:
+        proc = ctxwatch(*args, env={**os.environ, "HOME": str(tmp_path)})
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and proc.stderr.startswith("ctxwatch watch: "), proc.stderr
+    assert "span export(s) failed" in proc.stderr

@@ -9,7 +9,7 @@ what it costs). SIGTERM and SIGINT stop it cleanly: every session's thread ends,
 flushed, the state is saved. ``--once`` reads what every file holds now and exits.
 
 Exit codes (as ``ctxwatch replay``): 2 bad usage (a bad option, an unusable --otlp, a state file
-that cannot be written); else 1 when an emitted mutation has an enforced finding (orphaned tool
+that cannot be written) and, with ``--once``, spans that could not be exported; else 1 when an emitted mutation has an enforced finding (orphaned tool
 pairs, contraction), each noted on stderr in one line when it is found; else 0.
 """
 
@@ -193,8 +193,17 @@ def run(args: argparse.Namespace, err: TextIO | None = None) -> int:
         note(f"state file {state_path}: cannot be written ({exc.strerror or exc})")
         return 2
     finally:
-        try:
-            exporter.close()
-        except BackfillError as exc:
-            note(str(exc))
+        exported = _close(exporter, note)
+    if args.once and not exported:
+        return 2  # for cron and CI: what was read did not all reach the endpoint
     return 1 if watcher.findings() else 0
+
+
+def _close(exporter: Exporter, note: Callable[[str], None]) -> bool:
+    """Flush and stop the exporter; whether every export went through (else one line says so)."""
+    try:
+        exporter.close()
+    except BackfillError as exc:
+        note(str(exc))
+        return False
+    return True
