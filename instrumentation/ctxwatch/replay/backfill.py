@@ -107,8 +107,9 @@ class Backfill(Observer):
 class Exporter:
     """The OTLP pipeline of one ``--otlp`` run, and whether its exports all went through."""
 
-    def __init__(self, url: str | None, service: str) -> None:
-        """`url` None: the endpoint of the standard ``OTEL_EXPORTER_OTLP_*`` settings."""
+    def __init__(self, url: str | None, service: str, schedule_delay_s: float | None = None) -> None:
+        """`url` None: the endpoint of the standard ``OTEL_EXPORTER_OTLP_*`` settings; `schedule_delay_s`:
+        how long spans may wait in the batch before they are sent (default: ``OTEL_BSP_SCHEDULE_DELAY``)."""
         from ..otlp import build  # needs ctxwatch[otlp]
 
         # The SDK logs every retry over several lines; `close` reports the outcome in one.
@@ -118,7 +119,8 @@ class Exporter:
         self.service = service
         self._errors = error_count()
         self.pipeline = build(endpoint=url, service_name=service, with_metrics=False, timeout_s=TIMEOUT_S,
-                              max_queue_size=4 * FLUSH_EVERY, max_export_batch_size=FLUSH_EVERY)
+                              max_queue_size=4 * FLUSH_EVERY, max_export_batch_size=FLUSH_EVERY,
+                              schedule_delay_s=schedule_delay_s)
         if self.pipeline.tracer_provider is None:
             raise BackfillError(f"{self.where}: tracing is switched off in this environment "
                                 "(OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none)")

@@ -1,16 +1,18 @@
 """``ctxwatch watch [PATH ...]``: its options, and the loop that follows the session files.
 
-Every `poll_s` the followed files are looked at (`Follower.poll`: a grown file wakes its session's
-thread, so a new record reaches telemetry within a poll interval plus its audit); every
-`rescan_s` the places are searched again for new session files; every `checkpoint_s` the spans
-made so far are flushed and the state file written (so a restart neither repeats nor loses a
-span). Polling is the mechanism: one ``stat`` per file per interval (see bench/bench_watch.py for
-what it costs). SIGTERM and SIGINT stop it cleanly: every session's thread ends, the spans are
-flushed, the state is saved. ``--once`` reads what every file holds now and exits.
+Every ``--poll`` seconds the followed files are looked at (`Follower.poll`: a grown file wakes its
+session's thread, so a new record is read within a poll interval, and its span waits at most
+`SEND_DELAY_S` in the exporter's batch); every ``--rescan`` seconds the places are searched again
+for new session files; every ``--checkpoint`` seconds the spans made so far are flushed and the
+state file written (so a restart neither repeats nor loses a span). Polling is the mechanism: one
+``stat`` per file per interval (bench/bench_watch.py measures what it costs). SIGTERM and SIGINT
+stop it cleanly: every session's thread ends, the spans are flushed, the state is saved.
+``--once`` reads what every file holds now and exits.
 
 Exit codes (as ``ctxwatch replay``): 2 bad usage (a bad option, an unusable --otlp, a state file
-that cannot be written) and, with ``--once``, spans that could not be exported; else 1 when an emitted mutation has an enforced finding (orphaned tool
-pairs, contraction), each noted on stderr in one line when it is found; else 0.
+that cannot be written) and, with ``--once``, spans that could not be exported; else 1 when an
+emitted mutation has an enforced finding (orphaned tool pairs, contraction), each noted on stderr
+in one line when it is found; else 0.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from .live import Emitter
 from .state import FileState, StateError, default_state_path, load_state, save_state
 
 DEFAULT_SERVICE_CAP = 20
+SEND_DELAY_S = 0.2  # a span waits at most this long in the batch: a record reaches the monitor within a second
 
 
 def _seconds(value: str) -> float:
@@ -177,7 +180,7 @@ def run(args: argparse.Namespace, err: TextIO | None = None) -> int:
         note(problem)
         return 2
     try:
-        exporter = Exporter(args.otlp, args.service or "ctxwatch-watch")
+        exporter = Exporter(args.otlp, args.service or "ctxwatch-watch", schedule_delay_s=SEND_DELAY_S)
     except ImportError as exc:
         note(f"needs the OpenTelemetry SDK ({exc.name} is missing); install ctxwatch[otlp]")
         return 2
