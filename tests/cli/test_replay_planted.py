@@ -13,7 +13,9 @@ from pathlib import Path
 
 import corpus_files as raw
 import pytest
-from replay_fixtures import ctxwatch, replay_json
+from replay_fixtures import ctxwatch, replay_json, write_snapshots
+
+from ctxwatch.model import Message, ToolCall
 
 
 def single_block(record: dict, kind: str) -> str | None:
@@ -133,3 +135,13 @@ def test_synthetic_resume_inside_a_merged_user_message(tmp_path: Path) -> None:
                                   "rewritten": 0}
     assert session["tool_pairs"] == {"paired": 1, "pending": 0, "orphans_in_buffers": []}
     assert session["messages"] == 4  # user, assistant, the tool result alone, the new turn
+
+
+def test_an_unpaired_id_in_a_snapshot_file_is_named_by_the_line_it_came_in(tmp_path: Path) -> None:
+    user, call = Message("user", "Deploy ORD-1042"), Message("assistant", [ToolCall("call_7", "deploy", "{}")])
+    done = Message("assistant", "Deployed.")
+    path = write_snapshots(tmp_path / "buffers.jsonl", [[user], [user, call], [user, call, done]])
+    code, doc, _ = replay_json(path)
+    assert code == 1
+    (session,) = doc["sessions"]
+    assert session["tool_pairs"]["orphans_in_buffers"] == [{"where": "line 2", "id": "call_7", "kind": "tool_use"}]

@@ -284,7 +284,7 @@ class Auditor:
         self.audit.mutations.append(audit)
         return audit
 
-    def finish(self, session: Session, forced_format: bool = False) -> None:
+    def finish(self, forced_format: bool = False) -> None:
         """Close the last epoch (the final buffer, or the last recorded one) and collect the skips."""
         if self._last is not None:
             pairs = index_pairs(self._last.messages, strict=strict_for(self.audit.format))
@@ -294,15 +294,15 @@ class Auditor:
             self.audit.messages = len(self._last.messages)
         if not self.audit.records:
             self.audit.records = self.audit.steps
-        self.audit.skipped = list(session.skipped)
-        self.audit.facts = dict(session.facts)
+        self.audit.skipped = list(self.session.skipped)
+        self.audit.facts = dict(self.session.facts)
         if self._read_any:
             return
-        if session.skipped:  # read nothing: not "healthy"
-            first = session.skipped[0]
+        if self.session.skipped:  # read nothing: not "healthy"
+            first = self.session.skipped[0]
             where = f"line {first.line}" if first.line is not None else first.where
             self.audit.error = (f"{self.audit.path}, {where}: {first.reason} "
-                                f"(no readable record; {len(session.skipped)} skipped)")
+                                f"(no readable record; {len(self.session.skipped)} skipped)")
         else:
             forced = " (the format forced with --format)" if forced_format else ""
             self.audit.error = f"{self.audit.path}: no {self.audit.format} record in the file{forced}"
@@ -342,7 +342,7 @@ def audit_session(path: str | os.PathLike[str], format: str | None = None, *, st
         auditor = Auditor(audit, session, registry)
         observer = observer_for(audit) if observer_for is not None else None
         feed(session, auditor, observer)
-        auditor.finish(session, forced_format=format is not None)
+        auditor.finish(forced_format=format is not None)
     except InvalidContextError as exc:
         audit.error = str(exc)
     except OSError as exc:

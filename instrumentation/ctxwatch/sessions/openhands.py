@@ -71,6 +71,7 @@ def events(session: Session) -> Iterator[Event]:
             call = _tool_call(session, ev, meta, where)
             if call is None:
                 continue
+            session.note_id(call.id, where)
             response = _response(meta)
             rid = response.get("id") if isinstance(response.get("id"), str) else None
             if rid is not None and rid == buf.response:
@@ -88,6 +89,7 @@ def events(session: Session) -> Iterator[Event]:
             if not isinstance(call_id, str):
                 session.skip(None, "tool_call_metadata.tool_call_id is missing", where)
                 continue
+            session.note_id(call_id, where)
             content = ev.get("content", ev.get("message", ""))
             result = ToolResult(call_id, content if isinstance(content, str) else json.dumps(content),
                                 ev.get("observation") == "error")

@@ -124,10 +124,14 @@ class Session:
     def note(self, message: Message, where: str) -> None:
         """Remember `where` as the origin of the tool ids `message` carries (the first one seen wins)."""
         for tool_id in (*message.call_ids, *message.result_ids):
-            if tool_id not in self._origins:
-                self._origins[tool_id] = where
-                if len(self._origins) > MAX_ORIGINS:
-                    self._origins.popitem(last=False)
+            self.note_id(tool_id, where)
+
+    def note_id(self, tool_id: str, where: str) -> None:
+        """Remember `where` as the origin of `tool_id`, unless it was seen before."""
+        if tool_id not in self._origins:
+            self._origins[tool_id] = where
+            if len(self._origins) > MAX_ORIGINS:
+                self._origins.popitem(last=False)
 
 
 def recorded_time_ns(value: Any) -> int | None:

@@ -58,4 +58,6 @@ def events(session: Session) -> Iterator[Event]:
         except InvalidContextError as exc:
             session.skip(line, str(exc))
             continue
+        for message in messages:
+            session.note(message, f"line {line}")
         yield from timeline.push(messages, f"line {line}", line)
