@@ -251,3 +251,19 @@ def test_bad_usage_and_an_unreachable_endpoint_with_once_exit_2_in_one_line(tmp_
         assert proc.returncode == 2, (args, proc.stderr)
         assert "Traceback" not in proc.stderr and proc.stderr.startswith("ctxwatch watch: "), proc.stderr
     assert "span export(s) failed" in proc.stderr
+
+
+def test_once_catches_up_on_corpus_sessions_of_the_three_agents_as_replay_sees_them(
+        monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
+    files = [p for kind in ("claude_code", "codex", "gemini_cli") for p in of_kind(kind, corpus)[:2]]
+    agents = {"claude_code": "claude-code", "codex": "codex", "gemini_cli": "gemini-cli"}
+    for path in files:
+        known = {loop["loop_id"] for loop in monitor.loops()}
+        proc = ctxwatch("watch", "--once", path, "--otlp", monitor.url, "--state", tmp_path / "state.json",
+                        timeout=300)
+        assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, (path.name, proc.stderr)
+        (new,) = [loop for loop in monitor.loops() if loop["loop_id"] not in known]
+        _, doc, _ = replay_json(path)
+        (session,) = doc["sessions"]
+        assert new["agent"] == agents[session["format"]] and new["loop_id"].startswith(new["agent"] + "-")
+        assert_matches_replay(loop_detail(monitor.url, new["loop_id"]), session)
