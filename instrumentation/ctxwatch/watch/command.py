@@ -111,6 +111,7 @@ class Watcher:
             self._errors += failed
             self.note(f"{self.exporter.where}: {failed} span export(s) failed (is a monitor or collector "
                       "listening there?); the watcher goes on")
+        self._saved = {name: saved for name, saved in self._saved.items() if Path(name).exists()}  # not followed now
         save_state(self.state_path, {**self._saved, **states})
 
     def run(self) -> None:
