@@ -169,7 +169,7 @@ def test_a_restart_in_the_middle_of_a_file_neither_loses_nor_repeats_a_span(
     original = compacting_session(corpus)
     home, project = claude_home(tmp_path)
     lines = lines_of(original)
-    half = claude_code_compactions(original)[0][0] + 1  # stop between the boundary and its summary
+    half = claude_code_compactions(original)[0][0]  # stop between the boundary and its summary
     target = project / "11111111-2222-4333-8444-555555555555.jsonl"
     state = tmp_path / "state.json"
 

@@ -201,7 +201,7 @@ class Follower:
         assert self.format is not None
         self._tail = Tail(self.path)  # from the start: the spans already made are skipped
         try:
-            self._run(LiveSession(self._tail, self.format, self._wait, self.note))
+            self._run(LiveSession(self._tail, self.format, self._wait, self.note, lambda: self._stopping))
         finally:
             self._tail = None
 

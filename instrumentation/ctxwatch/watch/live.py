@@ -24,7 +24,7 @@ from ..literals import LiteralRegistry
 from ..replay.audit import Auditor, MutationAudit, SessionAudit
 from ..replay.backfill import Backfill
 from ..report import Finding
-from ..sessions import READERS, Mutation, Session
+from ..sessions import READERS, Event, Mutation, Session
 from ..sessions.files import BadJSON, parse_line
 from ..telemetry import MutationTelemetry
 from .identity import SessionIdentity
@@ -34,18 +34,41 @@ Note = Callable[[str], None]
 
 
 class LiveSession(Session):
-    """A session whose lines come from `tail` while `wait()` says to go on; skips become notes."""
+    """A session whose lines come from `tail` while `wait()` says to go on (and `stopping()` does not
+    say to stop at once); skips become notes.
 
-    def __init__(self, tail: Tail, format: str, wait: Callable[[], bool], note: Note) -> None:
+    What the reader yields once the lines have ended is not emitted: it is what the reader makes of
+    an end of file (a compaction whose summary is not written yet, the buffer left at the end), and
+    the file has not ended — a resumed session reads those records again and emits what they become.
+    """
+
+    def __init__(self, tail: Tail, format: str, wait: Callable[[], bool], note: Note,
+                 stopping: Callable[[], bool] = lambda: False) -> None:
         super().__init__(tail.path, format, READERS[format], max_line_bytes=tail.max_line_bytes)
-        self.tail, self.wait, self._note = tail, wait, note
+        self.tail, self.wait, self.stopping, self._note = tail, wait, stopping, note
+        self.ended = False
+
+    def __iter__(self) -> Iterator[Event]:
+        self.ended = False
+        for event in super().__iter__():
+            if self.ended:
+                return
+            yield event
 
     def lines(self) -> Iterator[tuple[int, Any]]:
         return self.stamped(self._records())
 
     def _records(self) -> Iterator[tuple[int, Any]]:
+        try:
+            yield from self._complete_lines()
+        finally:
+            self.ended = True
+
+    def _complete_lines(self) -> Iterator[tuple[int, Any]]:
         while True:
             for line, raw in self.tail.lines():
+                if self.stopping():
+                    return  # the spans made so far are counted; a resumed session goes on from them
                 if raw is None:
                     self.skip(line, f"line longer than {self.max_line_bytes} bytes")
                 elif raw.strip():
