@@ -267,3 +267,37 @@ def test_once_catches_up_on_corpus_sessions_of_the_three_agents_as_replay_sees_t
         (session,) = doc["sessions"]
         assert new["agent"] == agents[session["format"]] and new["loop_id"].startswith(new["agent"] + "-")
         assert_matches_replay(loop_detail(monitor.url, new["loop_id"]), session)
+
+
+def threads_of(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def test_an_idle_session_is_evicted_and_resumed_without_repeating_a_span(
+        monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
+    original = compacting_session(corpus)
+    home, project = claude_home(tmp_path)
+    lines = lines_of(original)
+    half = len(lines) // 2
+    target = project / "33333333-2222-4333-8444-555555555555.jsonl"
+    state = tmp_path / "state.json"
+    watch = Watch(home, monitor.url, state, "--idle", "60")
+    try:
+        wait_for(lambda: state.exists(), "the watcher running")
+        idle_threads = threads_of(watch.proc.pid)  # following nothing yet
+        target.write_text("".join(lines[:half]), encoding="utf-8")
+        os.utime(target, (time.time() - 3600, time.time() - 3600))  # last written an hour ago
+        wait_for(lambda: state_of(state, target).get("line") == half, "the old half read")
+        wait_for(lambda: threads_of(watch.proc.pid) == idle_threads, "the caught-up old session evicted")
+        evicted_spans = state_of(state, target)["spans"]
+        write_slowly(target, lines[half:])  # written now: resumed, and kept while it is fresh
+        wait_for(lambda: state_of(state, target).get("line") == len(lines), "the rest read")
+        assert threads_of(watch.proc.pid) == idle_threads + 1  # fresh: its session stays in memory
+        wait_for(lambda: accepted_spans(monitor) == state_of(state, target)["spans"], "every span at the monitor")
+    finally:
+        code, stderr = watch.stop()
+    assert code in (0, 1) and "Traceback" not in stderr, stderr
+    assert state_of(state, target)["spans"] > evicted_spans
+    assert accepted_spans(monitor) == state_of(state, target)["spans"]  # none sent twice
+    _, doc, _ = replay_json(target)
+    assert_matches_replay(loop_detail(monitor.url, "claude-code-" + target.stem), doc["sessions"][0])

@@ -67,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rescan", type=_seconds, default=1.0, metavar="SECONDS",
                         help="how often the places are searched for new sessions (default 1)")
     parser.add_argument("--idle", type=_seconds, default=300.0, metavar="SECONDS",
-                        help="a session idle this long is evicted from memory (resumed when it grows; default 300)")
+                        help="a session read to its end and not written for this long is evicted from memory "
+                        "(resumed when it grows; default 300)")
     parser.add_argument("--checkpoint", type=_seconds, default=2.0, metavar="SECONDS",
                         help="how often spans are flushed and the state saved (default 2)")
 
@@ -83,7 +84,8 @@ class Watcher:
         self.followers: dict[Path, Follower] = {}
         self.stop = threading.Event()
         self._errors = error_count()
-        self._saved: dict[str, FileState] = {}
+        self._saved: dict[str, FileState] = {}  # in the state file, not followed (yet)
+        self._written: dict[str, FileState] | None = None  # what the state file holds now
         try:
             self._saved = load_state(state_path)
         except StateError as exc:
@@ -97,9 +99,8 @@ class Watcher:
                                             idle_s=self.args.idle)
 
     def poll(self) -> None:
-        now = time.monotonic()
         for path, follower in list(self.followers.items()):
-            if not follower.poll(now):
+            if not follower.poll():
                 del self.followers[path]
 
     def checkpoint(self) -> None:
@@ -112,7 +113,10 @@ class Watcher:
             self.note(f"{self.exporter.where}: {failed} span export(s) failed (is a monitor or collector "
                       "listening there?); the watcher goes on")
         self._saved = {name: saved for name, saved in self._saved.items() if Path(name).exists()}  # not followed now
-        save_state(self.state_path, {**self._saved, **states})
+        current = {**self._saved, **states}
+        if current != self._written:  # an idle watcher does not rewrite (and fsync) the same state
+            save_state(self.state_path, current)
+            self._written = current
 
     def run(self) -> None:
         """Follow until `stop` is set; then end every session, flush and save."""

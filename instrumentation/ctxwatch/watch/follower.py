@@ -2,8 +2,9 @@
 
 Each poll compares the file with what was seen: grown or changed, its session is woken (or
 started: identified from its first complete records, then audited by a thread of its own through
-`live.LiveSession`); idle for `idle_s`, its thread ends and its memory is freed (the file is
-still watched: it resumes from the start with the spans already made skipped, see `live`);
+`live.LiveSession`); read to its end and not written for `idle_s` (by its modification time, so
+old sessions are freed as soon as they are caught up), its thread ends and its memory is freed (the
+file is still watched: it resumes from the start with the spans already made skipped, see `live`);
 shorter than what was read, or another file at the same path (rotated), it is read again from
 its start; gone, it is dropped. Each of these is one line on stderr, never a traceback. A file
 in another format than Claude Code, Codex or Gemini CLI is reported once and left alone.
@@ -48,7 +49,7 @@ class Follower:
         self.ignored = False
         self.findings: list[Finding] = []
         self._seen: tuple[int, int] | None = None
-        self._active_at = time.monotonic()
+        self._waiting = False  # the session's thread has read all there is and waits for more
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
         self._stopping = False
@@ -57,7 +58,7 @@ class Follower:
         self._backfill: SessionBackfill | None = None
 
     # --- polled by the watcher ------------------------------------------------------------------
-    def poll(self, now: float) -> bool:
+    def poll(self) -> bool:
         """Look at the file once; False when it is gone (the watcher forgets it)."""
         try:
             st = os.stat(self.path)
@@ -77,16 +78,16 @@ class Follower:
         self.state.inode = st.st_ino
         seen = (st.st_size, st.st_mtime_ns)
         if seen != self._seen:
-            self._seen, self._active_at = seen, now
+            self._seen = seen
             self._activate()
-        elif self.active and now - self._active_at > self.idle_s:
-            self._end_thread()  # idle: free the session's memory; it resumes from the state
+        elif self.active and self._waiting and time.time() - st.st_mtime > self.idle_s:
+            self._end_thread()  # read to its end and not written for idle_s: free its memory; it resumes from the state
         return True
 
     def catch_up(self) -> None:
         """Read what the file holds now, in this thread (``--once``)."""
         self._once = True
-        if not self.poll(time.monotonic()):
+        if not self.poll():
             return
         if self._thread is not None:
             self._thread.join()
@@ -164,7 +165,9 @@ class Follower:
         """Whether the stream goes on: blocks until the file changes, unless stopping or ``--once``."""
         if self._stopping or self._once:
             return False
+        self._waiting = True
         self._wake.wait()
+        self._waiting = False
         self._wake.clear()
         return not self._stopping
 
