@@ -50,6 +50,7 @@ class Follower:
         self.findings: list[Finding] = []
         self._seen: tuple[int, int] | None = None
         self._waiting = False  # the session's thread has read all there is and waits for more
+        self._unreadable = False  # noted once until it can be read again
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
         self._stopping = False
@@ -67,8 +68,11 @@ class Follower:
             self.stop()
             return False
         except OSError as exc:
-            self.note(f"{self.path}: cannot be read ({exc.strerror or exc}); will try again")
+            if not self._unreadable:
+                self.note(f"{self.path}: cannot be read ({exc.strerror or exc}); will try again")
+            self._unreadable = True
             return True
+        self._unreadable = False
         self._progress()
         if self.state.inode and st.st_ino != self.state.inode:
             self._restart(st.st_ino, "replaced by another file (rotated?); reading the new one from its start")
