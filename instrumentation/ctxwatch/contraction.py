@@ -7,16 +7,22 @@ the pre-rewrite buffer ``|literals(P_t)|`` and how many of them are absent from 
 computes ``r_t = L_t / |literals(P_t)|`` and calls the cycle *evidence* of contraction when the
 regime's three conditions hold:
 
-- d is converging: consecutive buffers are alike, ``d_t ≤ converge_max``, and d is not jumping,
-  ``d_t ≤ max(d_{t-w} … d_{t-1}) + rise_max`` (w = `window`; never on a first cycle)
+- the loop is converging: consecutive buffers are alike, ``d_t ≤ converge_max``; d is not jumping,
+  ``d_t ≤ max(d_{t-w} … d_{t-1}) + rise_max`` (w = `window`; never on a first cycle); and there is
+  a real trend towards the fixed point: the post-rewrite buffer contracting,
+  ``|Q_t| ≤ contract_ratio × max(|Q_{t-w}| … |Q_{t-1}|)`` (when sizes are fed), or d falling,
+  ``d_t ≤ fall_ratio × mean(d_{t-w} … d_{t-1})`` (the first cycle's d, P_1 against Q_1, left out)
 - cumulative loss is growing:  ``L_t ≥ min_lost`` and ``|literals(P_t)| ≥ min_literals``
 - distance below loss rate:    ``d_t < r_t``
 
 All three bound d_t from above, so one number says how far a cycle is from being evidence: its
 *margin* ``d_t − threshold``, where the threshold is the smallest of ``converge_max``, the
-jump bound and ``r_t`` (a cycle that loses nothing, or a first cycle, is no evidence at any d;
-for a first cycle the threshold leaves the jump bound out, saying how close it would be). Why these
-conditions: a compaction that replaces a history by a fresh summary (Claude Code's) has
+jump bound, the trend bound (none when the buffer contracts) and ``r_t`` (a cycle that loses
+nothing, a first cycle, or a second one whose buffer does not contract is no evidence at any d;
+for a first cycle the threshold leaves the jump and trend bounds out, saying how close it would
+be). Why the trend: a naive sliding summarizer of a small loop has a flat d near 0.5 below r, its
+buffer the same size every cycle, and it converges on nothing. Why the rest: a compaction that
+replaces a history by a fresh summary (Claude Code's) has
 d 0.83-0.97: consecutive buffers are not alike, whatever it loses, and repeating it changes
 nothing about that (the old "within 25% of the recent peak" test let such a flat series count);
 a loop converging on a fixed point has consecutive buffers ever more alike while literals keep
@@ -24,15 +30,16 @@ going. Compounding compression raises d for a cycle or two after the onset befor
 hence a bounded rise rather than a strict fall (docs/alarm.md has the figures for both).
 
 The state machine has hysteresis both ways: `enter_cycles` evidence cycles with no clear cycle
-between them move it from ``healthy`` to ``contracting`` (the onset recorded is the first
-evidence cycle of that run), and `exit_cycles` consecutive *clear* cycles move it back, where a
-clear cycle loses no literal or changes the buffer clearly more than it loses
+between them, within `window` cycles of the first, move it from ``healthy`` to ``contracting``
+(the onset recorded is the first evidence cycle of that run), and `exit_cycles` consecutive
+*clear* cycles move it back, where a clear cycle loses no literal or changes the buffer clearly more than it loses
 (``d_t ≥ r_t + exit_margin``). A cycle that is neither evidence nor clear neither confirms nor
 refutes: it holds the entry run where it is and breaks an exit run.
 
 The detector is pure (figures in, verdict out) and its state is a small JSON-able dict, so the
 guard runs it in-process and the monitor rebuilds the very same state from span attributes
-(`ctxwatch.hash.distance`, `ctxwatch.literals.before`, `ctxwatch.literals.lost`) and persists it.
+(`ctxwatch.hash.distance`, `ctxwatch.literals.before`, `ctxwatch.literals.lost`,
+`ctxwatch.size.after`) and persists it.
 Defaults and the evidence for them: docs/alarm.md.
 """
 
