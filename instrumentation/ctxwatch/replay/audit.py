@@ -273,8 +273,7 @@ class Auditor:
         self._listed.update(calls, results)
         in_flight = tuple(self._at(cid, m.where) for cid in sorted(pairs_before.pending - pairs_after.calls.keys()))
         figures = self.meter.measure(m.before, m.after)
-        verdict = self.detector.update(figures.d, figures.literals_before, figures.literals_lost,
-                                       sum(x.size for x in m.after))
+        verdict = self.detector.update(figures.d, figures.literals_before, figures.literals_lost, m.size_after)
         audit = MutationAudit(
             cycle=verdict.cycle, kind=m.kind, source=m.source, step=m.step, where=m.where, line=m.line,
             messages=message_counts(m.before, m.after), size_before=m.size_before, size_after=m.size_after,
