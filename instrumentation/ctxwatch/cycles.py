@@ -23,7 +23,7 @@ neither does `CycleMeter.cycle`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .diff import Change
@@ -54,21 +54,37 @@ def measure_cycle(change: Change, fp_before: BufferFingerprint, last_rewrite: Bu
     """The figures of the rewrite `change` (P_t = ``change.before``, Q_t = ``change.after``), given the
     fingerprint of P_t, that of the buffer after the previous applied rewrite (None: first cycle) and
     `counts`, how many messages of P_t hold each of its literals (so the loss costs the change's size)."""
-    fp_after = fp_before.updated(change.removed_messages, change.added_messages)
-    d = distance(last_rewrite if last_rewrite is not None else fp_before, fp_after)
-    downstream = registry.downstream_of_all(change.before.messages)
     removed: Counter[str] = Counter()
     for m in change.removed_messages:
         removed.update(registry.of(m))
     added = registry.of_all(change.added_messages)
-    lost = frozenset(lit for lit in registry.downstream_of_all(change.removed_messages)
-                     if counts.get(lit, 0) <= removed[lit] and lit not in added)
-    return CycleFigures(d, len(downstream), len(lost), lost, fp_after)
+
+    def held_after(candidates: set[str]) -> set[str]:  # a kept message or an added one holds it
+        return {lit for lit in candidates if counts.get(lit, 0) > removed[lit] or lit in added}
+
+    fp_after = fp_before.updated(change.removed_messages, change.added_messages)
+    return _figures(change, last_rewrite if last_rewrite is not None else fp_before, fp_after, registry, held_after)
+
+
+def _figures(change: Change, base: BufferFingerprint, fp_after: BufferFingerprint, registry: LiteralRegistry,
+             held_after: Callable[[set[str]], set[str]]) -> CycleFigures:
+    """d from `base` (Q_{t-1}, or P_1) to Q_t; the downstream literals of P_t; the lost ones: the
+    downstream literals of the removed messages that `held_after` does not find in Q_t."""
+    candidates = registry.downstream_of_all(change.removed_messages)
+    lost = frozenset(candidates - held_after(candidates))
+    before = registry.downstream_count(change.before.messages, change.before_digests)
+    return CycleFigures(distance(base, fp_after), before, len(lost), lost, fp_after)
 
 
 class CycleMeter:
-    """Measures successive (P_t, Q_t) pairs of whole buffers with `measure_cycle`, keeping the
-    fingerprint of the last post-rewrite buffer as the guard does."""
+    """Measures successive (P_t, Q_t) pairs of whole buffers as the guard does (`measure_cycle`'s
+    figures), keeping the fingerprint of the last post-rewrite buffer as the guard does.
+
+    Whole buffers let it skip what the guard gets from its running state: fp(Q_t) is computed from
+    fp(Q_{t-1}) (only the messages that differ between the two; a compaction's epoch in between is
+    never fingerprinted) and whether Q_t holds a lost literal is looked up in Q_t itself
+    (`LiteralRegistry.held_by`), so tool output is extracted only where a candidate appears. The
+    figures are the same, bit for bit (tests/instrumentation/test_cycles.py)."""
 
     def __init__(self, fingerprinter: Fingerprinter | None = None,
                  registry: LiteralRegistry | None = None) -> None:
@@ -86,9 +102,13 @@ class CycleMeter:
         return None if change.is_append_only else self._measure(change)
 
     def _measure(self, change: Change) -> CycleFigures:
-        pre = change.before.messages
-        fp_pre = self.fingerprinter.buffer(pre, base=self._last)
-        counts = Counter(lit for m in pre for lit in self.registry.of(m))
-        figures = measure_cycle(change, fp_pre, self._last, self.registry, counts)
+        if self._last is None:
+            base = self.fingerprinter.buffer(change.before.messages)
+            fp_after = base.updated(change.removed_messages, change.added_messages)
+        else:
+            base = self._last
+            fp_after = self.fingerprinter.buffer(change.after, base=base)
+        figures = _figures(change, base, fp_after, self.registry,
+                           lambda candidates: self.registry.held_by(change.after, candidates))
         self._last = figures.fp_after
         return figures

@@ -100,15 +100,20 @@ class Change:
         if not wanted:
             return []
         end = len(digests) - self.suffix_len
-        if len(wanted) == sum(wanted.values()):  # each wanted digest once: a membership test suffices
-            return [(i, messages[i]) for i in range(self.prefix_len, end) if digests[i] in wanted]
-        left = Counter(wanted)
+        # the first `wanted[d]` copies of each wanted digest (a copy beyond them is kept, even when
+        # one copy is wanted: [a, c, d, d] -> [c, d] removes one d, not both)
+        left = dict(wanted)
         out = []
         for i in range(self.prefix_len, end):
             d = digests[i]
-            if left.get(d, 0) > 0:
-                left[d] -= 1
+            if d in left:
                 out.append((i, messages[i]))
+                if left[d] == 1:
+                    del left[d]
+                    if not left:
+                        break
+                else:
+                    left[d] -= 1
         return out
 
     @property

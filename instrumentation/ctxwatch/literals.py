@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .model import Message, ToolCall, ToolResult, part_text
@@ -159,6 +161,8 @@ class LiteralRegistry:
         self._exact = frozenset(literals)
         self._cache: dict[int, frozenset[str]] = {}
         self._cache_limit = max(2, cache_limit)
+        self._tally = _DownstreamTally()
+        self._tally_lock = threading.Lock()
 
     def register(self, name: str, pattern: str) -> None:
         """Add a user pattern (e.g. an order-number format); clears the per-message cache."""
@@ -169,6 +173,8 @@ class LiteralRegistry:
         self._needs.pop(name, None)
         self._token_local.discard(name)
         self._cache.clear()
+        with self._tally_lock:
+            self._tally = _DownstreamTally()
 
     def extract(self, text: str) -> frozenset[str]:
         """Every literal in `text`, case-sensitive; a match inside a longer *atomic* match is not
@@ -229,6 +235,65 @@ class LiteralRegistry:
 
     def downstream_of_all(self, messages: Iterable[Message]) -> set[str]:
         return set().union(*map(self.downstream, messages))
+
+    def downstream_count(self, messages: Sequence[Message], digests: Sequence[int] | None = None) -> int:
+        """``len(self.downstream_of_all(messages))``, computed from the buffer of the previous call:
+        only the messages that differ between the two (by digest) are read, so a buffer that grew by
+        a few messages costs those messages and set operations on digests. `digests` are the
+        messages' digests when the caller has them."""
+        with self._tally_lock:
+            return self._tally.rebase(self, messages, [m.digest for m in messages] if digests is None else digests)
+
+    def held_by(self, messages: Iterable[Message], candidates: Iterable[str]) -> set[str]:
+        """The candidates that are literals of some message: ``set(candidates) & self.of_all(messages)``,
+        but a message whose literals are not cached yet is extracted only if its text contains a
+        candidate (a literal is always a substring of the text it is read from)."""
+        left, held = set(candidates), set()
+        for m in messages:
+            if not left:
+                break
+            found = self._cache.get(m.digest)
+            if found is None:
+                text = literal_text(m) if m.tool_calls else m.text
+                if not any(lit in text for lit in left):
+                    continue
+                found = self.of(m)
+            hit = left.intersection(found)
+            held |= hit
+            left -= hit
+        return held
+
+
+class _DownstreamTally:
+    """The downstream literals of one buffer's distinct messages: digest -> its literals, and
+    literal -> how many distinct messages hold it (a duplicated message adds no literal)."""
+
+    __slots__ = ("members", "holders")
+
+    def __init__(self) -> None:
+        self.members: dict[int, frozenset[str]] = {}
+        self.holders: Counter[str] = Counter()
+
+    def rebase(self, registry: LiteralRegistry, messages: Sequence[Message], digests: Sequence[int]) -> int:
+        """Move the tally to `messages` and return how many distinct downstream literals they hold."""
+        now = set(digests)
+        members, holders = self.members, self.holders
+        for digest in members.keys() - now:
+            for lit in members.pop(digest):
+                if holders[lit] == 1:
+                    del holders[lit]
+                else:
+                    holders[lit] -= 1
+        new = now - members.keys()
+        for i in range(len(digests) - 1, -1, -1):  # new messages are most often the latest ones
+            if not new:
+                break
+            digest = digests[i]
+            if digest in new:
+                new.discard(digest)
+                found = members[digest] = registry.downstream(messages[i])
+                holders.update(found)
+        return len(holders)
 
 
 class _Candidates:
