@@ -91,6 +91,7 @@ class CycleMeter:
         self.fingerprinter = fingerprinter or Fingerprinter()
         self.registry = registry or LiteralRegistry()
         self._last: BufferFingerprint | None = None
+        self._last_digests: list[int] = []
 
     def measure(self, pre: Sequence[Message], post: Sequence[Message]) -> CycleFigures:
         """The figures of the rewrite P_t -> Q_t, recorded as applied."""
@@ -107,8 +108,21 @@ class CycleMeter:
             fp_after = base.updated(change.removed_messages, change.added_messages)
         else:
             base = self._last
-            fp_after = self.fingerprinter.buffer(change.after, base=base)
+            fp_after = self._fingerprint_after(change)
         figures = _figures(change, base, fp_after, self.registry,
                            lambda candidates: self.registry.held_by(change.after, candidates))
-        self._last = figures.fp_after
+        self._last, self._last_digests = figures.fp_after, change.after_digests
         return figures
+
+    def _fingerprint_after(self, change: Change) -> BufferFingerprint:
+        """fp(Q_t) from fp(Q_{t-1}), by the shorter way (both give the same sums): through P_t when P_t
+        extends Q_{t-1} by fewer messages, with the change's, than Q_t holds (a rewind of a long
+        buffer: only the appends and the change are read), else directly from the messages Q_{t-1}
+        and Q_t do not share (a compaction: the epoch in between is never read)."""
+        last, pre = self._last_digests, change.before_digests
+        appended = len(pre) - len(last)
+        if (appended >= 0 and appended + len(change.removed) + len(change.added) < len(change.after)
+                and pre[: len(last)] == last):
+            grown = self._last.updated((), change.before.messages[len(last):])
+            return grown.updated(change.removed_messages, change.added_messages)
+        return self.fingerprinter.buffer(change.after, base=self._last)

@@ -157,3 +157,18 @@ def test_a_registered_pattern_resets_the_downstream_count():
     assert registry.downstream_count(buffer) == 0
     registry.register("order", r"\bA-\d+\b")
     assert registry.downstream_count(buffer) == 1
+
+
+def test_rewinds_of_a_long_buffer_are_measured_as_their_full_recomputation():
+    """P_t extends Q_{t-1} by a turn and Q_t drops the last two turns: the shape where `CycleMeter`
+    reaches fp(Q_t) through P_t rather than from the messages Q_{t-1} and Q_t do not share."""
+    buffer = [Message("user", [TextPart(f"turn {i} of ORD-{1000 + i} in /srv/app/m{i}.py")]) for i in range(40)]
+    pairs = []
+    for i in range(6):
+        pre = buffer + [Message("assistant", [TextPart(f"retry {i} E{1200 + i}")])]
+        buffer = pre[:-2]
+        pairs.append((pre, buffer))
+    expected = recomputed(pairs)
+    assert len(expected) == 6 and all(lost for _, _, lost in expected)
+    assert metered(pairs) == expected
+    assert guarded(pairs) == expected
