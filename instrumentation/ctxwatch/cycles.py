@@ -72,7 +72,8 @@ def _figures(change: Change, base: BufferFingerprint, fp_after: BufferFingerprin
     downstream literals of the removed messages that `held_after` does not find in Q_t."""
     candidates = registry.downstream_of_all(change.removed_messages)
     lost = frozenset(candidates - held_after(candidates))
-    before = registry.downstream_count(change.before.messages, change.before_digests)
+    before = registry.downstream_count(change.before.messages, change.before_digests, rewrite=(
+        change.removed_messages, change.added_messages, change.after_digests))
     return CycleFigures(distance(base, fp_after), before, len(lost), lost, fp_after)
 
 

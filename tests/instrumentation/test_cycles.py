@@ -172,3 +172,20 @@ def test_rewinds_of_a_long_buffer_are_measured_as_their_full_recomputation():
     assert len(expected) == 6 and all(lost for _, _, lost in expected)
     assert metered(pairs) == expected
     assert guarded(pairs) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(messages(), max_size=8), st.data())
+def test_the_downstream_count_follows_announced_rewrites_applied_or_not(buffer, data):
+    """As the guard calls it: each check announces its rewrite; the next buffer extends the rewrite's
+    result (applied), the buffer it rewrote (refused), or neither."""
+    registry, fresh = LiteralRegistry(), LiteralRegistry()
+    for _ in range(data.draw(st.integers(1, 6))):
+        kept = [m for m in buffer if data.draw(st.booleans())]
+        change = Change.between(Context(tuple(buffer)), tuple(kept + data.draw(st.lists(messages(), max_size=3))), "r")
+        counted = registry.downstream_count(buffer, rewrite=(change.removed_messages, change.added_messages,
+                                                             change.after_digests))
+        assert counted == len(fresh.downstream_of_all(buffer))
+        fate = data.draw(st.sampled_from(["applied", "refused", "other"]))
+        base = list(change.after) if fate == "applied" else buffer if fate == "refused" else buffer[::-1]
+        buffer = base + data.draw(st.lists(messages(), max_size=3))
