@@ -5,13 +5,20 @@ one uvicorn worker, pinned to CPU 0 when there are two or more) and drives it fr
 (pinned to CPU 1) over loopback with pre-encoded OTLP protobuf requests covering >= 100 concurrent
 loops. Phases:
 
+1+2, interleaved in short runs (`--slice-seconds`), so a load change on a shared machine weighs on both:
 1. decode ceiling: POST /bench/decode (same HTTP stack, decodes and reads every span, stores nothing)
-2. full ingest: POST /v1/traces (validation, loop state, the shared detector, an SQLite commit before
-   each answer; requests queued together share one: group commit)
+2. full ingest: POST /v1/traces (validation, ordering by ctxwatch.sequence, loop state, the shared
+   detector, an SQLite commit before each answer; requests queued together share one: group commit).
+   Each pass over the pre-encoded bodies renames the loops (`for_pass`), so every span is a new cycle.
 3. overload: many more connections than admitted requests: counts 429/503, RSS before and after
 4. scale: a fresh monitor filled with 100,000 loops: RSS per tracked loop, GET /metrics render time
+5. budget: a fresh monitor, default series budget, 100 agents x 20 services (one loop each):
+   /metrics render+fetch time and series count, and /healthz latency while scrapes run back to back
+   against /healthz on the idle monitor (same run)
+6. idle connections: /healthz latency (a new connection per probe) while 1,000 connections are
+   open and idle, against the same probes with none open (same run)
 
-Prints min / median / max of the per-second throughput, p50/p99 latency, RSS, and the ratio of the
+Prints min / median / max of the throughput of the runs, p50/p99 latency, RSS, and the ratio of the
 full path to the decode ceiling measured in the same run. Loopback only; bounded in time.
 """
 
@@ -19,7 +26,10 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import os
+import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -44,8 +54,19 @@ def _attr(span, key: str, **value) -> None:
         setattr(kv.value, field, v)
 
 
-def build_request(first_loop: int, loops: int, cycle0: int, agents: int = 8) -> bytes:
-    """SPANS_PER_REQUEST mutation spans: consecutive cycles of `loops` loops, every tenth a contracting one."""
+PASS_TAG = b"-p0000"  # in every loop id: `for_pass` makes each pass over the bodies a fresh set of loops
+
+
+def for_pass(body: bytes, index: int) -> bytes:
+    """`body` for the `index`-th pass over the bodies: the same spans for other loops. Every loop's spans
+    are numbered (ctxwatch.sequence) from 1, so sending the same body again would only bring late spans."""
+    return body if index == 0 else body.replace(PASS_TAG, b"-p%04d" % (index % 10_000))
+
+
+def build_request(first_loop: int, loops: int, cycle0: int, agents: int = 8, services: int = 0) -> bytes:
+    """SPANS_PER_REQUEST mutation spans: consecutive cycles of `loops` loops, every tenth a contracting one,
+    each numbered as a guard numbers it (ctxwatch.sequence, ctxwatch.contraction.cycle). Loop i is agent
+    i % agents; with `services`, its spans name service (i // agents) % services."""
     request = ExportTraceServiceRequest()
     resource_spans = request.resource_spans.add()
     _attr(resource_spans.resource, "service.name", string_value="bench")
@@ -60,12 +81,16 @@ def build_request(first_loop: int, loops: int, cycle0: int, agents: int = 8) -> 
             d = max(0.01, 0.6 - 0.05 * cycle) if contracting else 0.4 + 0.01 * (cycle % 5)
             before = 40
             lost = min(before, 2 * cycle) if contracting else 0
-            kind = "append" if c % 4 == 3 else "compact"
+            kind = "append" if cycle % 4 == 3 else "compact"
             span = spans.add(name=semconv.span_name(kind), trace_id=os.urandom(16), span_id=os.urandom(8),
                              start_time_unix_nano=t, end_time_unix_nano=t + 1000)
             t += 1000
-            _attr(span, semconv.LOOP_ID, string_value=f"bench-loop-{loop}")
+            _attr(span, semconv.LOOP_ID, string_value=f"bench-loop-{loop}{PASS_TAG.decode()}")
+            _attr(span, semconv.SEQUENCE, int_value=cycle + 1)  # one span per cycle; every fourth an append
+            _attr(span, semconv.CONTRACTION_CYCLE, int_value=cycle + 1 - (cycle + 1) // 4)
             _attr(span, semconv.GENAI_V1_41.agent_name, string_value=f"agent-{loop % agents}")
+            if services:
+                _attr(span, semconv.SERVICE_NAME, string_value=f"service-{(loop // agents) % services}")
             _attr(span, semconv.MUTATION_KIND, string_value=kind)
             _attr(span, semconv.DECISION, string_value="patch")
             _attr(span, semconv.PASS_NUMBER, int_value=cycle + 1)
@@ -131,57 +156,71 @@ class Monitor:
 
 
 class Run:
-    """Requests posted by `threads` keep-alive connections for `seconds`; per-second span counts."""
+    """POSTs to `path` from `threads` keep-alive connections, in runs of a few seconds (`run`) that add up:
+    span counts per run, statuses, latencies. Bodies are taken in order from one counter shared by the
+    connections and by successive runs, so every loop's cycles are sent in order, each once."""
 
-    def __init__(self, monitor: Monitor, path: str, bodies: list[bytes], seconds: float, threads: int) -> None:
+    def __init__(self, monitor: Monitor, path: str, bodies: list[bytes], threads: int) -> None:
+        self.monitor, self.path, self.bodies, self.threads = monitor, path, bodies, threads
         self.statuses: dict[int, int] = {}
         self.latencies: list[float] = []
-        self.per_second: dict[int, int] = {}
+        self.slices: list[float] = []   # spans/s of each run
+        self.spans = 0
+        self.seconds = 0.0
+        self._next = itertools.count()
+
+    def run(self, seconds: float) -> Run:
         lock = threading.Lock()
+        bodies, spans = self.bodies, [0]
         start = time.monotonic()
         stop = start + seconds
 
-        def worker(index: int) -> None:
-            conn, k = monitor.connection(), index
+        def worker() -> None:
+            conn = self.monitor.connection()
             while time.monotonic() < stop:
-                body = bodies[k % len(bodies)]
-                k += threads
+                k = next(self._next)  # one C call: atomic under the GIL
+                body = for_pass(bodies[k % len(bodies)], k // len(bodies))
                 sent = time.perf_counter()
                 try:
-                    conn.request("POST", path, body, PROTOBUF)
+                    conn.request("POST", self.path, body, PROTOBUF)
                     response = conn.getresponse()
                     response.read()
                     status = response.status
                 except OSError:
-                    status, conn = 0, monitor.connection()
+                    status, conn = 0, self.monitor.connection()
                 elapsed = time.perf_counter() - sent
                 with lock:
                     self.statuses[status] = self.statuses.get(status, 0) + 1
                     if status == 200:
                         self.latencies.append(elapsed)
-                        second = int(time.monotonic() - start)
-                        self.per_second[second] = self.per_second.get(second, 0) + SPANS_PER_REQUEST
+                        spans[0] += SPANS_PER_REQUEST
                 if status in (429, 503):
                     time.sleep(0.001)
 
-        pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+        pool = [threading.Thread(target=worker) for _ in range(self.threads)]
         for t in pool:
             t.start()
         for t in pool:
             t.join()
-        self.seconds = time.monotonic() - start
+        elapsed = time.monotonic() - start
+        self.spans += spans[0]
+        self.seconds += elapsed
+        self.slices.append(spans[0] / elapsed)
+        return self
 
     @property
     def rate(self) -> float:
-        return sum(self.per_second.values()) / self.seconds
-
-    def rates(self) -> list[int]:
-        full = [n for s, n in sorted(self.per_second.items()) if s < int(self.seconds)]
-        return full or [0]
+        return self.spans / self.seconds
 
     def latency(self, q: float) -> float:
         ordered = sorted(self.latencies) or [float("nan")]
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
+
+
+def _sample(text: str, name: str) -> float:
+    """The sum of a family's samples in a Prometheus text exposition."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "))
 
 
 def _mmm(values: list[float]) -> str:
@@ -197,20 +236,30 @@ def throughput(args: argparse.Namespace, workdir: Path) -> None:
     monitor = Monitor(workdir / "throughput.sqlite3", "--max-inflight", str(args.threads * 2))
     try:
         rss0 = monitor.rss_mib()
-        ceiling = Run(monitor, "/bench/decode", bodies, args.ceiling_seconds, args.threads)
-        full = Run(monitor, "/v1/traces", bodies, args.seconds, args.threads)
+        # interleaved in short runs, so a load change on the machine weighs on both alike
+        ceiling = Run(monitor, "/bench/decode", bodies, args.threads)
+        full = Run(monitor, "/v1/traces", bodies, args.threads)
+        while full.seconds < args.seconds:
+            ceiling.run(args.slice_seconds * args.ceiling_share)
+            full.run(args.slice_seconds)
         rss1 = monitor.rss_mib()
         print(f"loops: {args.loops} concurrent, {SPANS_PER_REQUEST} spans per request, {len(bodies)} distinct "
               f"bodies of ~{len(bodies[0]) // 1024} KiB, {args.threads} client connections")
-        print(f"decode ceiling  : {ceiling.rate:,.0f} spans/s  (per second: {_mmm(ceiling.rates())})")
-        print(f"full ingest     : {full.rate:,.0f} spans/s  (per second: {_mmm(full.rates())})  "
+        print(f"decode ceiling  : {ceiling.rate:,.0f} spans/s  (per {args.slice_seconds * args.ceiling_share:g} s run: "
+              f"{_mmm(ceiling.slices)})")
+        print(f"full ingest     : {full.rate:,.0f} spans/s  (per {args.slice_seconds:g} s run: {_mmm(full.slices)})  "
               f"statuses {full.statuses}")
-        print(f"ratio full/ceiling: {full.rate / ceiling.rate:.2f}  (target >= 0.50; >= 25,000 spans/s)")
+        print(f"ratio full/ceiling: {full.rate / ceiling.rate:.2f}  (target >= 0.60; >= 25,000 spans/s)")
+        metrics = monitor.get("/metrics")[1].decode()
+        ordering = {name: _sample(metrics, name) for name in ("ctxwatch_monitor_spans_held_total",
+                                                               "ctxwatch_monitor_late_spans_total")}
+        print(f"ordering        : {ordering['ctxwatch_monitor_spans_held_total']:,.0f} spans held for an earlier one, "
+              f"{ordering['ctxwatch_monitor_late_spans_total']:,.0f} late")
         print(f"latency full    : p50 {full.latency(0.50):.1f} ms  p99 {full.latency(0.99):.1f} ms "
               f"(ceiling p50 {ceiling.latency(0.5):.1f} ms)")
         print(f"RSS             : {rss0:.1f} MiB before, {rss1:.1f} MiB after")
         rss_before = monitor.rss_mib()
-        flood = Run(monitor, "/v1/traces", bodies, args.overload_seconds, args.threads * 8)
+        flood = Run(monitor, "/v1/traces", bodies, args.threads * 8).run(args.overload_seconds)
         refused = flood.statuses.get(429, 0) + flood.statuses.get(503, 0)
         print(f"overload        : {args.threads * 8} connections, max_inflight {args.threads * 2}: "
               f"statuses {flood.statuses} ({refused} refused with 429/503); RSS {rss_before:.1f} -> "
@@ -248,10 +297,97 @@ def scale(args: argparse.Namespace, workdir: Path) -> None:
         monitor.stop()
 
 
+def _probe_ms(monitor: Monitor, path: str, count: int) -> list[float]:
+    """`count` GETs of `path`, each on a new connection (as a health probe does), in milliseconds."""
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        status, _ = monitor.get(path)
+        times.append((time.perf_counter() - started) * 1e3)
+        assert status == 200, status
+    return times
+
+
+def _mmm_ms(values: list[float]) -> str:
+    return f"min {min(values):.2f}  median {statistics.median(values):.2f}  max {max(values):.2f} ms"
+
+
+def budget(args: argparse.Namespace, workdir: Path) -> None:
+    agents, services = 100, 20
+    pairs = agents * services
+    monitor = Monitor(workdir / "budget.sqlite3", "--max-loops", str(pairs * 2))
+    try:
+        idle_health = _probe_ms(monitor, "/healthz", args.probes)
+        conn = monitor.connection()
+        for cycle in range(4):  # cycles 0-2 rewrite, 3 appends
+            for first in range(0, pairs, SPANS_PER_REQUEST):
+                conn.request("POST", "/v1/traces", build_request(first, min(SPANS_PER_REQUEST, pairs - first), cycle,
+                                                                 agents=agents, services=services), PROTOBUF)
+                response = conn.getresponse()
+                response.read()
+                assert response.status == 200, response.status
+        times, text = [], b""
+        for _ in range(args.metrics_scrapes):
+            started = time.perf_counter()
+            status, text = monitor.get("/metrics")
+            times.append((time.perf_counter() - started) * 1e3)
+            assert status == 200
+        series = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
+        overflow = sum(float(line.rsplit(b" ", 1)[1]) for line in text.splitlines()
+                       if line.startswith(b"ctxwatch_monitor_series_overflow_total{"))
+        print(f"budget          : {agents} agents x {services} services, default budget: {series:,} series "
+              f"(limit 20,000), {len(text) // 1024} KiB, {overflow:,.0f} updates to overflow series")
+        print(f"/metrics        : render+fetch {_mmm_ms(times)} (target <= 50 ms)")
+        stop = threading.Event()
+
+        def scrape() -> None:
+            while not stop.is_set():
+                monitor.get("/metrics")
+
+        scraper = threading.Thread(target=scrape)
+        scraper.start()
+        try:
+            busy_health = _probe_ms(monitor, "/healthz", args.probes)
+        finally:
+            stop.set()
+            scraper.join()
+        ratio = statistics.median(busy_health) / statistics.median(idle_health)
+        print(f"/healthz        : idle monitor {_mmm_ms(idle_health)}; during back-to-back scrapes "
+              f"{_mmm_ms(busy_health)}; median ratio {ratio:.2f}")
+    finally:
+        monitor.stop()
+
+
+def idle_connections(args: argparse.Namespace, workdir: Path) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = args.idle_connections + 256
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard),
+                                                    hard))
+    monitor = Monitor(workdir / "idle.sqlite3")
+    try:
+        baseline = _probe_ms(monitor, "/healthz", args.probes)
+        opened = [socket.create_connection((monitor.host, monitor.port)) for _ in range(args.idle_connections)]
+        try:  # well within the default 10 s header timeout, which closes them
+            loaded = _probe_ms(monitor, "/healthz", args.probes)
+            ready = _probe_ms(monitor, "/readyz", args.probes)
+        finally:
+            for sock in opened:
+                sock.close()
+        print(f"/healthz        : no idle connections {_mmm_ms(baseline)}")
+        print(f"/healthz        : {args.idle_connections:,} idle connections {_mmm_ms(loaded)}; median ratio "
+              f"{statistics.median(loaded) / statistics.median(baseline):.2f}  (/readyz {_mmm_ms(ready)})")
+    finally:
+        monitor.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="full-ingest phase length (default 60)")
-    parser.add_argument("--ceiling-seconds", type=float, default=None, help="decode-ceiling phase (default seconds/3)")
+    parser.add_argument("--slice-seconds", type=float, default=2.0,
+                        help="full-ingest runs, each after a decode-ceiling run (default 2)")
+    parser.add_argument("--ceiling-share", type=float, default=0.5,
+                        help="length of each decode-ceiling run, relative to a full-ingest run (default 0.5)")
     parser.add_argument("--overload-seconds", type=float, default=5.0)
     parser.add_argument("--loops", type=int, default=1024, help="concurrent loops (>= 100)")
     parser.add_argument("--loops-per-request", type=int, default=128)
@@ -260,16 +396,20 @@ def main() -> None:
     parser.add_argument("--scale-cycles", type=int, default=4, help="cycles per loop in the scale phase")
     parser.add_argument("--metrics-scrapes", type=int, default=20)
     parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--probes", type=int, default=200, help="/healthz probes per measurement")
+    parser.add_argument("--idle-connections", type=int, default=1000)
+    parser.add_argument("--only", choices=("throughput", "scale", "budget", "idle"), action="append",
+                        help="run only these phases (repeatable; default all)")
     args = parser.parse_args()
     if args.loops < 100:
         parser.error("--loops must be at least 100")
-    args.ceiling_seconds = args.ceiling_seconds or max(3.0, args.seconds / 3)
     if (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {1})
     with tempfile.TemporaryDirectory(prefix="ctxwatch-bench-") as tmp:
-        throughput(args, Path(tmp))
-        if not args.skip_scale:
-            scale(args, Path(tmp))
+        phases = {"throughput": throughput, "scale": scale, "budget": budget, "idle": idle_connections}
+        for name, phase in phases.items():
+            if (args.only is None and not (name == "scale" and args.skip_scale)) or name in (args.only or ()):
+                phase(args, Path(tmp))
 
 
 if __name__ == "__main__":

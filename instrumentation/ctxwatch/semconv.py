@@ -60,6 +60,10 @@ VIOLATIONS = "ctxwatch.violations"
 WARNINGS = "ctxwatch.warnings"
 CONTRACTION_STATE = "ctxwatch.contraction.state"
 EPISODE = "ctxwatch.episode"
+# From the telemetry layer, per loop and episode: what lets a consumer order a loop's spans whatever
+# their arrival order, notice a gap (a span sampled out or lost) and know the guard's detector state.
+SEQUENCE = "ctxwatch.sequence"                 # 1, 2, ... for every span of the loop in the episode
+CONTRACTION_CYCLE = "ctxwatch.contraction.cycle"  # the guard's detector cycles in the episode, after this one
 MESSAGES_BEFORE = "ctxwatch.messages.before"
 MESSAGES_AFTER = "ctxwatch.messages.after"
 SIZE_BEFORE = "ctxwatch.size.before"
@@ -68,6 +72,7 @@ RESIDUAL_PRESSURE = "ctxwatch.pass.residual_pressure"
 DEFERRAL_ID = "ctxwatch.deferral.id"
 DEFERRAL_RESOLUTION = "ctxwatch.deferral.resolution"
 OBSERVED = "ctxwatch.mutation.observed"
+SHADOW = "ctxwatch.mutation.shadow"
 # Opt-in content (only with content capture on).
 LOST_LITERAL_VALUES = "ctxwatch.literals.lost_values"
 FINDING_EVENT = "ctxwatch.guard.finding"
@@ -116,6 +121,14 @@ def is_applied_rewrite(kind: str, decision: str) -> bool:
     return decision == "patch" and kind != "append"
 
 
+def feeds_detector(kind: str, decision: str, hash_distance: float | None) -> bool:
+    """Whether a mutation was a cycle of the contraction detector: it carries the cycle's hash distance,
+    which the guard computes only when it runs the contraction check (an applied rewrite, or the halt that
+    check decides). Appends and refused rewrites carry none. The guard's telemetry counts the detector's
+    cycles with this rule (``ctxwatch.contraction.cycle``) and the monitor feeds its detector with it."""
+    return hash_distance is not None and kind != "append" and decision in ("patch", "halt")
+
+
 # --- GenAI names -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class GenAINames:
@@ -125,6 +138,7 @@ class GenAINames:
     schema_url: str
     agent_name: str = "gen_ai.agent.name"
     conversation_id: str = "gen_ai.conversation.id"
+    agent_version: str = "gen_ai.agent.version"
     # Not in v1.41.0 (added by the GenAI repository); there is no older name it could clash with,
     # so it is emitted in both modes, and only as `true`.
     conversation_compacted: str = "gen_ai.conversation.compacted"
@@ -175,6 +189,7 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(SERVICE_NAME, "string", "caller, when the caller names a service"),
     AttributeSpec(_G.agent_name, "string", "caller, when the caller names the agent"),
     AttributeSpec(_G.conversation_id, "string", "caller, when the caller gives a real conversation id"),
+    AttributeSpec(_G.agent_version, "string", "caller, when the caller knows the agent's version (ctxwatch watch)"),
     AttributeSpec(DECISION, "string", "report"),
     AttributeSpec(HASH_DISTANCE, "double", "report, when the guard computed it"),
     *(AttributeSpec(name, "int", "report") for name in (
@@ -184,10 +199,15 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(WARNINGS, "string[]", "report (empty list when none)"),
     AttributeSpec(CONTRACTION_STATE, "string", "report"),
     AttributeSpec(EPISODE, "int", "report, from the first new_episode() on (absent means 0)"),
+    AttributeSpec(SEQUENCE, "int", "telemetry: 1-based, +1 for every span of the loop in the episode"),
+    AttributeSpec(CONTRACTION_CYCLE, "int", "telemetry: the guard's detector cycles in the episode after this one"),
     AttributeSpec(RESIDUAL_PRESSURE, "int", "report, when the pass cap is reached"),
     AttributeSpec(DEFERRAL_ID, "int", "report, on defer"),
-    AttributeSpec(DEFERRAL_RESOLUTION, "string", "report, when a deferred rewrite was applied as whole_pairs"),
+    AttributeSpec(DEFERRAL_RESOLUTION, "string",
+                  "report, when a deferred rewrite was applied as whole_pairs or as a session_boundary"),
     AttributeSpec(OBSERVED, "boolean", "report, true when the change was found already made (observe); never false"),
+    AttributeSpec(SHADOW, "boolean", "report, true in shadow (report-only) mode: the decision is what the guard "
+                  "would have done, the caller's context was used unchanged; never false"),
     AttributeSpec(_G.conversation_compacted, "boolean", "report, true on an applied compact/prune; never false"),
     AttributeSpec(_G.error_type, "string", "report, on abort and halt; on an attempt that raised"),
     AttributeSpec(LOST_LITERAL_VALUES, "string[]", "report, content capture on and literals lost"),

@@ -31,6 +31,14 @@ class LoopSummary(BaseModel):
     guard_state: str | None = Field(description="The contraction state the guard itself last reported.")
     episode: int = Field(description="The guard's episode (ContextGuard.new_episode) the detector follows; "
                                      "a new one starts the detector afresh.")
+    source: str = Field(description="Whose state `state` is: monitor (its own detector, fed every cycle in the "
+                                    "guard's order) or guard (a cycle is missing, so the loop shows the state "
+                                    "the guard reports, ctxwatch.contraction.state, until the next episode).")
+    source_reason: str | None = Field(description="Why the loop follows the guard's state (null for monitor).")
+    sequence: int = Field(description="The last ctxwatch.sequence applied in the episode (0: none yet).")
+    held: int = Field(description="Spans that arrived ahead of a missing one, waiting for it (order_wait).")
+    candidate_episode: int | None = Field(description="Another episode number seen for this loop, held aside "
+                                                      "until a second span of it confirms it.")
     first_seen: float
     last_seen: float
 
@@ -79,6 +87,8 @@ def summary(loop: LoopState) -> dict[str, Any]:
     return {"loop_id": loop.loop_id, "service": loop.service, "agent": loop.agent, "state": loop.state,
             "cycles": loop.cycles, "onset": loop.onset, "flagged_cycle": loop.flagged,
             "alarm_time": loop.alarm_time, "guard_state": loop.guard_state, "episode": loop.episode,
+            "source": loop.order.source, "source_reason": loop.order.reason, "sequence": loop.order.next - 1,
+            "held": len(loop.order.pending), "candidate_episode": loop.order.candidate,
             "first_seen": loop.first_seen, "last_seen": loop.last_seen}
 
 

@@ -1,9 +1,16 @@
 """The application factory: wires config, state, routes, self-metrics and error handling together.
 
-`create_app(config)` opens the state file (raising `StateFileError` with a clear message when it
-cannot), loads the state on the engine thread at start-up, sweeps expired loops periodically, and
-serves: POST /v1/traces, GET /metrics, /api/*, the live page at /, /healthz and /readyz. Errors are
-answered as JSON with a message; nothing a client sends produces a traceback in a response.
+`create_app(config)` opens and loads the state file before anything is served (raising
+`StateFileError` with a one-line message when it cannot: owned by another monitor, unreadable, a
+corrupt row), sweeps expired loops and label values periodically, and serves: POST /v1/traces and
+/v1/metrics, GET /metrics, /api/*, the live page at /, /healthz and /readyz, and the OpenAPI schema
+at /openapi.json (no /docs or /redoc: they load their scripts from a CDN). Errors are answered as
+JSON with a message; nothing a client sends produces a traceback in a response.
+
+/metrics is rendered on a thread of its own (one render at a time), so a scrape never holds the
+event loop (ingest, /healthz) nor the state thread. /readyz is 503 while the state is not loaded or
+while the last write to the state file failed; it then retries a small write, so readiness comes
+back by itself once the disk takes writes again.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
@@ -23,7 +31,7 @@ from .api import api_router
 from .auth import CHALLENGE, BearerAuth
 from .config import MonitorConfig
 from .engine import Engine
-from .ingest import ingest_router
+from .ingest import Receiver, ingest_router
 from .instruments import Instruments
 from .page import mount_page
 from .persistence import Database
@@ -70,10 +78,17 @@ class RequestMetrics:
 
 def create_app(config: MonitorConfig) -> FastAPI:
     """The monitor as an ASGI app (see the module docstring)."""
-    instruments = Instruments(config.label_cap)
+    instruments = Instruments(config.label_cap, config.series_budget, config.metric_series_budget)
     database = Database(config.state, config.sync) if config.persistent else None
     engine = Engine(config, instruments, database)
+    try:
+        engine.restore()  # here, not in the lifespan: a bad state file is a one-line error, not a traceback
+    except BaseException:
+        engine.shutdown()
+        raise
+    receiver = Receiver(engine)
     auth = BearerAuth(config.token)
+    renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxwatch-metrics")
 
     async def sweeper() -> None:
         while True:
@@ -83,21 +98,36 @@ def create_app(config: MonitorConfig) -> FastAPI:
             except Exception:  # a failed sweep is retried at the next interval (counted as not ready)
                 log.exception("ctxwatch monitor: TTL sweep failed")
 
+    async def gap_expiry() -> None:
+        """Give up, every fraction of `order_wait`, the gaps held spans have waited for long enough."""
+        interval = max(0.05, min(1.0, config.order_wait / 2))
+        while True:
+            await asyncio.sleep(interval)
+            if engine.waiting:
+                try:
+                    await engine.call(engine.expire_gaps)
+                except Exception:  # retried at the next interval
+                    log.exception("ctxwatch monitor: applying held spans failed")
+
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await engine.call(engine.restore)
-        task = asyncio.create_task(sweeper()) if config.loop_ttl and config.sweep_interval else None
+        receiver.loop = asyncio.get_running_loop()  # from now on OTLP/gRPC exports are served too
+        tasks = [asyncio.create_task(gap_expiry())]
+        if config.sweep_interval:  # loops past their TTL and label values past theirs
+            tasks.append(asyncio.create_task(sweeper()))
         try:
             yield
         finally:
-            if task is not None:
+            receiver.loop = None
+            for task in tasks:
                 task.cancel()
+            renderer.shutdown(wait=True)
             await asyncio.to_thread(engine.shutdown)
 
-    app = FastAPI(title="ctxwatch monitor", version=__version__, lifespan=lifespan,
+    app = FastAPI(title="ctxwatch monitor", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Receives ctxwatch mutation spans (OTLP/HTTP) and serves contraction alarms, "
                               "Prometheus metrics, a JSON API and a live page.")
-    app.state.engine = engine
+    app.state.engine, app.state.receiver, app.state.auth = engine, receiver, auth
 
     app.add_middleware(RequestMetrics, instruments=instruments)
 
@@ -106,7 +136,7 @@ def create_app(config: MonitorConfig) -> FastAPI:
         log.error("ctxwatch monitor: internal error %s: %s", type(exc).__name__, exc)
         return JSONResponse({"detail": "internal error"}, status_code=500)
 
-    app.include_router(ingest_router(engine, auth, decode_only=config.bench_endpoints))
+    app.include_router(ingest_router(receiver, auth, decode_only=config.bench_endpoints))
     app.include_router(api_router(engine, auth))
     mount_page(app)
 
@@ -115,7 +145,9 @@ def create_app(config: MonitorConfig) -> FastAPI:
     async def metrics(request: Request) -> Response:
         if config.metrics_auth and not auth.allows(request.headers.get("authorization")):
             raise HTTPException(401, "missing or wrong bearer token", headers=CHALLENGE)
-        body, content_type = instruments.metric_set.render(request.headers.get("accept"))
+        render = instruments.metric_set.render
+        body, content_type = await asyncio.get_running_loop().run_in_executor(
+            renderer, render, request.headers.get("accept"))
         return Response(body, media_type=content_type)
 
     @app.get("/healthz", tags=["health"], summary="The process is up")
@@ -124,8 +156,12 @@ def create_app(config: MonitorConfig) -> FastAPI:
 
     @app.get("/readyz", tags=["health"], summary="State loaded and writable", responses={503: {}})
     async def readyz() -> JSONResponse:
-        if engine.ready:
+        if engine.disk_error is not None and engine.ready:
+            await engine.call(engine.check_disk)
+        if engine.ready and engine.disk_error is None:
             return JSONResponse({"status": "ready", "loops": len(engine.store)})
-        return JSONResponse({"status": "not ready"}, status_code=503)
+        reason = ("the state is not loaded" if not engine.ready
+                  else f"the last write to the state file failed: {engine.disk_error}")
+        return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
 
     return app

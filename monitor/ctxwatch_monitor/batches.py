@@ -5,9 +5,11 @@ at a time hands everything queued so far to the state thread as a batch: each re
 its own (`apply(*args)`; an exception is that request's outcome only), then `commit(results)`
 persists the whole batch in one transaction, and only then are the requests answered. A failed
 commit is every applied request's outcome, so no request is acknowledged before its data is on
-disk. An exception of a `poison` type (the state was reset part-way) fails the whole batch
-uncommitted: what the batch applied before it is gone from memory too. Batches are bounded by the
-ingest admission limit, and under light load a batch is one request.
+disk. An exception of a `poison` type means `apply` failed part-way and reset the state to the last
+commit: that request fails, and the requests the batch had applied before it are applied again (they
+were rolled back with it), so an innocent request sharing the batch is neither failed nor lost, and
+memory stays equal to what the commit writes. Batches are bounded by the ingest admission limit,
+and under light load a batch is one request.
 """
 
 from __future__ import annotations
@@ -65,16 +67,30 @@ class GroupCommit(Generic[R]):
 
     def _apply_and_commit(self, jobs: list[tuple[Any, ...]]) -> list[Outcome]:
         """On the state thread: apply each job, then commit the batch (its failure fails every job)."""
-        outcomes: list[Outcome] = []
-        for args in jobs:
-            try:
-                outcomes.append((self._apply(*args), None))
-            except self._poison as exc:
-                return [(None, exc)] * len(jobs)
-            except Exception as exc:
-                outcomes.append((None, exc))
+        poisoned: dict[int, BaseException] = {}
+        while True:
+            outcomes = self._apply_all(jobs, poisoned)
+            if outcomes is not None:
+                break
         try:
             self._commit([result for result, error in outcomes if error is None])
         except Exception as exc:
             return [(None, error or exc) for _, error in outcomes]
+        return outcomes
+
+    def _apply_all(self, jobs: list[tuple[Any, ...]], poisoned: dict[int, BaseException]) -> list[Outcome] | None:
+        """Apply every job not poisoned yet; None when one is (noted in `poisoned`): the state was reset to
+        the last commit, so the batch must be applied again without it."""
+        outcomes: list[Outcome] = []
+        for i, args in enumerate(jobs):
+            if i in poisoned:
+                outcomes.append((None, poisoned[i]))
+                continue
+            try:
+                outcomes.append((self._apply(*args), None))
+            except self._poison as exc:
+                poisoned[i] = exc
+                return None
+            except Exception as exc:
+                outcomes.append((None, exc))
         return outcomes

@@ -20,6 +20,8 @@ from typing import Any
 
 ENV_PREFIX = "CTXWATCH_MONITOR_"
 MEMORY_STATE = ":memory:"
+DEFAULT_GRPC_PORT = 4317
+GRPC_OFF = -1
 
 
 class ConfigError(ValueError):
@@ -32,15 +34,26 @@ class MonitorConfig:
 
     host: str = "127.0.0.1"
     port: int = 4318
+    grpc_port: int | None = None   # None: 4317, or a free port when `port` is 0; GRPC_OFF: no gRPC
     state: str = "ctxwatch-monitor.sqlite3"
     token: str | None = None
     metrics_auth: bool = False
     max_body_bytes: int = 16 * 1024 * 1024
     max_inflight: int = 16
+    max_inflight_per_client: int = 8
     max_loops: int = 200_000
     loop_ttl: float = 86_400.0
     history: int = 32
+    order_window: int = 64
+    order_wait: float = 5.0
     label_cap: int = 100
+    label_ttl: float = 3_600.0
+    series_budget: int = 19_500  # with the self-metrics on top, under the 20,000 where one target starts to hurt
+    metric_series_budget: int = 5_000  # so that no one metric takes the whole budget
+    max_connections: int = 4_096
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    keepalive_timeout: float = 15.0
     sync: str = "full"
     retry_after: int = 1
     sweep_interval: float = 30.0
@@ -51,6 +64,15 @@ class MonitorConfig:
     @property
     def persistent(self) -> bool:
         return self.state != MEMORY_STATE
+
+    @property
+    def grpc_listen_port(self) -> int | None:
+        """The OTLP/gRPC port to bind (0: a free one), None when gRPC is off."""
+        if self.grpc_port == GRPC_OFF:
+            return None
+        if self.grpc_port is None:
+            return 0 if self.port == 0 else DEFAULT_GRPC_PORT
+        return self.grpc_port
 
 
 def _positive_int(text: Any) -> int:
@@ -67,10 +89,23 @@ def _port(text: Any) -> int:
     return value
 
 
+def _grpc_port(text: Any) -> int:
+    if str(text).strip().lower() == "off":
+        return GRPC_OFF
+    return _port(text)
+
+
 def _seconds(text: Any) -> float:
     value = float(text)
     if not math.isfinite(value) or value < 0:
         raise ValueError("must be a finite number of seconds >= 0 (0 disables)")
+    return value
+
+
+def _positive_seconds(text: Any) -> float:
+    value = _seconds(text)
+    if value == 0:
+        raise ValueError("must be more than 0 seconds")
     return value
 
 
@@ -104,15 +139,27 @@ def _text(text: Any) -> str:
 _OPTIONS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "host": (_text, "address to listen on (default 127.0.0.1)"),
     "port": (_port, "TCP port; 0 picks a free one and prints it (default 4318, OTLP/HTTP)"),
+    "grpc_port": (_grpc_port, "OTLP/gRPC port; 0 picks a free one, off disables it (default 4317, or a free "
+                              "one when --port is 0)"),
     "state": (_text, f"SQLite state file; {MEMORY_STATE} keeps state in memory only"),
     "token": (_text, "bearer token required on ingest and the API (default: none)"),
     "metrics_auth": (_bool, "also require the token on /metrics"),
     "max_body_bytes": (_positive_int, "largest request body, after decompression (bytes)"),
-    "max_inflight": (_positive_int, "ingest requests admitted at once; more get 429"),
+    "max_inflight": (_positive_int, "ingest requests (traces and metrics) admitted at once; more get 429"),
+    "max_inflight_per_client": (_positive_int, "ingest requests admitted at once from one client address"),
     "max_loops": (_positive_int, "loops tracked at most; the least recently seen are evicted"),
     "loop_ttl": (_seconds, "forget a loop not seen for this long (seconds, 0 = never)"),
     "history": (_positive_int, "cycles of history kept per loop"),
+    "order_window": (_positive_int, "spans per loop held ahead of a missing one before its gap is given up"),
+    "order_wait": (_seconds, "seconds a span waits for a missing one before its gap is given up"),
     "label_cap": (_positive_int, "distinct values per metric label before the overflow value"),
+    "label_ttl": (_seconds, "free a service/agent label value no span carried for this long (s, 0 = never)"),
+    "series_budget": (_positive_int, "metric series with service/agent labels, in total"),
+    "metric_series_budget": (_positive_int, "metric series with service/agent labels, per metric"),
+    "max_connections": (_positive_int, "open connections; past it the longest-idle one is closed"),
+    "header_timeout": (_positive_seconds, "seconds a connection has to send a request's headers"),
+    "body_timeout": (_positive_seconds, "seconds a request has to send its whole body (then 408)"),
+    "keepalive_timeout": (_positive_seconds, "seconds an idle keep-alive connection stays open"),
     "sync": (_choice("full", "normal"), "SQLite synchronous mode: full survives power loss, normal a crash"),
     "retry_after": (_positive_int, "seconds sent in Retry-After with 429/503"),
     "sweep_interval": (_seconds, "seconds between TTL sweeps"),

@@ -1,10 +1,12 @@
 """The monitor's state owner: applies decoded spans to loops, runs the shared detector, persists.
 
 All state lives on one thread (a single-worker executor), so spans, sweeps, queries and /metrics
-renders never race. `apply` validates one request's spans, applies the accepted ones in the order
-received (the order the SDK's batch processor exported them: end times come from wall clocks, which
-can step) and feeds the applied rewrite cycles to the loop's `ctxwatch.contraction.ContractionDetector`
-(the same alarm logic the guard runs in-process); `commit` then writes everything applied since the
+renders never race. `apply` validates one request's spans, counts the accepted ones and applies each
+to its loop in the guard's sequence order (`ordering`: spans that arrive ahead of a missing one wait
+in a bounded window), feeding the rewrite cycles to the loop's `ctxwatch.contraction.ContractionDetector`
+(the same alarm logic the guard runs in-process). When a cycle is missing the loop adopts the state
+the guard reports instead. Spans of guards that send no `ctxwatch.sequence` are applied in the order
+received. `commit` then writes everything applied since the
 last commit in one transaction, before any of those requests is answered (the receiver groups the
 requests queued meanwhile behind one commit, see `batches`). If the commit
 fails, memory is reloaded from the database (the last acknowledged state) and `Unavailable` is
@@ -22,11 +24,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple, TypeVar
 
-from ctxwatch.contraction import ContractionDetector, DetectorConfig
+from ctxwatch.contraction import STATES, ContractionDetector, DetectorConfig
 
 from .config import MonitorConfig
 from .instruments import Instruments
 from .loops import CONTRACTING, LoopState, LoopStore
+from .ordering import GUARD, HELD, LATE, MONITOR, LoopOrder, Sequencer
 from .otlp import RawSpan
 from .persistence import Database
 from .records import MutationRecord, Rejected, validate
@@ -42,9 +45,10 @@ class Unavailable(RuntimeError):
     """The state cannot be written right now (answered with 503 and Retry-After)."""
 
 
-class StateReset(Unavailable):
-    """Applying a request failed part-way; memory was reloaded from the last commit, so nothing applied
-    since then may be committed (every request of the batch is answered 503)."""
+class StateReset(RuntimeError):
+    """Applying a request failed part-way; memory was reloaded from the last commit, so what the batch had
+    applied before it must be applied again (`batches`). The request is answered 400: sent again, it
+    would fail again."""
 
 
 class IngestResult(NamedTuple):
@@ -71,9 +75,11 @@ class Engine:
         self.database = database
         self.detector_config = detector_config(dict(config.contraction))
         self.store = LoopStore(instruments, config.max_loops, config.loop_ttl)
+        self.sequencer = Sequencer(config.order_window, config.order_wait, self._apply_in_order, self._new_episode)
+        self.waiting: set[str] = set()  # loops holding spans that arrived ahead of their turn
         self.ready = False
+        self.disk_error: str | None = None  # why the last write to the state file failed, until one succeeds
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxwatch-state")
-        self._label_sizes = (0, 0)
 
     # --- running on the state thread ---------------------------------------------------------------
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -91,21 +97,23 @@ class Engine:
         self.store.clear()
         persisted = [f for f in self.instruments.metric_set.families.values() if f.persist]
         for family in persisted:
-            family.values.clear()
+            family.clear()
         self.instruments.metric_set.forget_dirty()
+        self.instruments.forget_labels()
         if self.database is not None:
-            for name in ("services", "agents"):
-                for value in self.database.meta(name) or []:
-                    getattr(self.instruments, name).value(value)
+            self.instruments.restore_labels({name: self.database.meta(name) for name in ("services", "agents")})
             families = self.instruments.metric_set.families
             for name, key, value in self.database.load_series():
                 if name in families and families[name].persist:
                     families[name].restore(key, value)
+            self.waiting.clear()
             for row in self.database.load_loops():
-                self.store.add(self._loop_from_row(row))
+                loop = self.database.checked(row, self._loop_from_row)
+                self.store.add(loop)
+                if loop.order.waiting:
+                    self.waiting.add(loop.loop_id)
             self.store.dirty.clear()
             self.store.removed.clear()
-        self._label_sizes = self._current_label_sizes()
         self.ready = True
 
     def _loop_from_row(self, row: dict[str, Any]) -> LoopState:
@@ -117,6 +125,7 @@ class Engine:
         loop.onset, loop.flagged, loop.alarm_time = row["onset"], row["flagged"], row["alarm_time"]
         loop.history, loop.entries = bytearray(row["history"]), row["entries"]
         loop.episode, loop.episode_start = row["episode"], row["episode_start"]
+        loop.order = LoopOrder.from_json(row["ordering"])
         return loop
 
     # --- ingest --------------------------------------------------------------------------------------
@@ -166,76 +175,144 @@ class Engine:
             detector = ContractionDetector(self.detector_config)
             loop = LoopState(record.loop_id, record.service, record.agent,
                              self.instruments.label_pair(record.service, record.agent), detector.state, detector, now)
+            if record.sequence is not None:
+                loop.episode = record.episode  # a loop's first span sets its episode
             store.add(loop)
             store.dirty.add(loop.loop_id)
         else:
             store.touch(loop, record.service, record.agent, now)
-        at = record.end_ns / 1e9 if record.end_ns else now
-        if record.episode != loop.episode:
-            if loop.episode_start is not None and at < loop.episode_start:
-                return loop.labels  # a late span of the episode before: counted, not a cycle
-            self._new_episode(loop, record.episode, at)
-        if record.guard_state is not None:
-            loop.guard_state = record.guard_state
-        if record.kind == "append":
+        if record.sequence is None:
+            if loop.order.sequenced:
+                self.instruments.late_spans.inc(("unsequenced",))  # counted, not a cycle: the loop's guard numbers them
+            else:
+                self._apply_unsequenced(loop, record, now)
             return loop.labels
-        cycle = 0
-        if record.feeds_detector:
-            verdict = loop.detector.update(record.d, record.before, record.lost)
-            cycle = loop.cycles = verdict.cycle
-            loop.onset = verdict.onset
-            if verdict.state != loop.state:
-                if verdict.state == CONTRACTING:
-                    loop.flagged, loop.alarm_time = cycle, at
-                    self.instruments.onsets.inc(loop.labels)
-                store.set_state(loop, verdict.state)
-        loop.record(self.config.history, at, record.kind, record.decision, record.d, record.loss_rate,
-                    record.before, record.lost, cycle)
+        outcome = self.sequencer.offer(loop, record, now)
+        if outcome == LATE:
+            self.instruments.late_spans.inc(("late",))
+        elif outcome == HELD:
+            self.instruments.held_spans.inc(())
+        if loop.order.waiting:
+            self.waiting.add(loop.loop_id)
+        else:
+            self.waiting.discard(loop.loop_id)
         return loop.labels
 
+    def _apply_unsequenced(self, loop: LoopState, record: MutationRecord, now: float) -> None:
+        """A span of a guard that does not number its spans: applied in arrival order; another episode
+        number starts a new episode unless the span ended before the current one began."""
+        at = _span_time(record, now)
+        if record.episode != loop.episode:
+            if loop.episode_start is not None and at < loop.episode_start:
+                return  # a late span of the episode before: counted, not a cycle
+            self._new_episode(loop, record.episode, at)
+        self._apply_in_order(loop, record, now)
+
+    def _apply_in_order(self, loop: LoopState, record: MutationRecord, now: float) -> None:
+        """Apply one span of the loop's episode, in its turn: its own detector follows the cycle, or, once a
+        cycle is missing, the loop follows the state the guard reports. (The caller marks the loop dirty.)"""
+        at = _span_time(record, now)
+        if record.guard_state is not None:
+            loop.guard_state = record.guard_state
+        order, fed, guard_cycle = loop.order, record.feeds_detector, record.guard_cycle
+        cycle = 0
+        if order.source == MONITOR:
+            if fed:
+                verdict = loop.detector.update(record.d, record.before, record.lost)
+                cycle = loop.cycles = verdict.cycle
+                loop.onset = verdict.onset
+                if verdict.state != loop.state:
+                    self._set_state(loop, verdict.state, cycle, at)
+            if guard_cycle is not None and guard_cycle != loop.detector.cycle:
+                order.source = GUARD
+                order.reason = order.gap or (f"the guard counts {guard_cycle} detector cycles in episode "
+                                             f"{loop.episode}, the monitor {loop.detector.cycle}: spans are missing")
+        if order.source == GUARD and guard_cycle is not None:
+            loop.cycles = guard_cycle
+            if fed:
+                cycle = guard_cycle
+            if record.guard_state in STATES and record.guard_state != loop.state:
+                self._set_state(loop, record.guard_state, guard_cycle, at)
+        if record.kind != "append":
+            loop.record(self.config.history, at, record.kind, record.decision, record.d, record.loss_rate,
+                        record.before, record.lost, cycle)
+
+    def _set_state(self, loop: LoopState, state: str, cycle: int, at: float) -> None:
+        """Move the loop to another state, noting the alarm when it enters the contraction regime."""
+        if state == CONTRACTING:
+            loop.flagged, loop.alarm_time = cycle, at
+            self.instruments.onsets.inc(loop.labels)
+        self.store.set_state(loop, state)
+
     def _new_episode(self, loop: LoopState, episode: int, at: float) -> None:
-        """The loop's spans carry another episode number, from a span that ended at `at`: the guard started
-        a new episode (`ContextGuard.new_episode`, after the rewrite policy was fixed) or a new guard took
-        the loop over (a restarted process counts from 0 again). Either way the guard's detector started
-        afresh, and so does the loop's; the loop's history is kept."""
+        """The loop's spans carry another episode number: the guard started a new episode
+        (`ContextGuard.new_episode`, after the rewrite policy was fixed) or a new guard took the loop over
+        (a restarted process counts from 0 again). Either way the guard's detector started afresh, and so
+        does the loop's; the loop's history is kept."""
         loop.episode, loop.episode_start = episode, at
         loop.detector = ContractionDetector(self.detector_config)
         loop.cycles, loop.onset, loop.flagged, loop.alarm_time = 0, None, None, None
         self.store.set_state(loop, loop.detector.state)
 
-    def sweep(self) -> int:
-        """Forget loops past the TTL and persist their removal."""
-        evicted = self.store.sweep(time.time())
-        if evicted:
+    def expire_gaps(self) -> int:
+        """Give up the gaps held spans have waited for long enough (`order_wait`); persist what that applied.
+        Returns how many loops still hold spans."""
+        now = time.time()
+        changed = False
+        for loop_id in list(self.waiting):
+            loop = self.store.get(loop_id)
+            if loop is not None:
+                before = loop.order.next
+                self.sequencer.expire(loop, now)
+                if loop.order.next != before:
+                    changed = True
+                    self.store.dirty.add(loop_id)
+            if loop is None or not loop.order.waiting:
+                self.waiting.discard(loop_id)
+        if changed:
             self._persist()
+        return len(self.waiting)
+
+    def sweep(self) -> int:
+        """Forget loops past the TTL and label values past the label TTL; persist (with the labels'
+        last-seen times)."""
+        now = time.time()
+        evicted = self.store.sweep(now)
+        self.instruments.sweep_labels(now, self.config.label_ttl)
+        self._persist(labels=True)
         return evicted
 
-    # --- persistence -----------------------------------------------------------------------------------
-    def _current_label_sizes(self) -> tuple[int, int]:
-        return len(self.instruments.services.known()), len(self.instruments.agents.known())
+    def check_disk(self) -> None:
+        """After a failed write: try a small write; clears `disk_error` when the state file takes it."""
+        if self.disk_error is not None and self.database is not None:
+            try:
+                self.database.probe()
+            except sqlite3.Error as exc:
+                self.disk_error = str(exc)
+            else:
+                self.disk_error = None
 
-    def _persist(self) -> None:
+    # --- persistence -----------------------------------------------------------------------------------
+    def _persist(self, labels: bool = False) -> None:
         store = self.store
-        series = self.instruments.metric_set.take_dirty()
+        series, dropped = self.instruments.metric_set.take_dirty()
         dirty = [store.loops[i] for i in store.dirty]
         removed = list(store.removed)
         store.dirty.clear()
         store.removed.clear()
+        meta = self.instruments.take_label_state(force=labels)
         if self.database is None:
             return
-        meta: dict[str, Any] = {}
-        sizes = self._current_label_sizes()
-        if sizes != self._label_sizes:
-            meta = {"services": self.instruments.services.known(), "agents": self.instruments.agents.known()}
         rows = [_row(loop) for loop in dirty]
         started = time.perf_counter()
         try:
-            self.database.write(rows, removed, series, meta)
+            self.database.write(rows, removed, series, meta, dropped)
         except sqlite3.Error as exc:
             log.error("ctxwatch monitor: writing the state file failed (%s); reloading the last committed state", exc)
+            self.disk_error = str(exc)
             self._reload_after_failure()
             raise Unavailable(f"the state file could not be written: {exc}") from None
-        self._label_sizes = sizes
+        self.disk_error = None
         self.instruments.db_write_duration.observe((), time.perf_counter() - started)
 
     def _reload_after_failure(self) -> None:
@@ -250,4 +327,10 @@ def _row(loop: LoopState) -> tuple[Any, ...]:
     return (loop.loop_id, loop.service, loop.agent, loop.state, loop.onset, loop.flagged, loop.alarm_time,
             loop.cycles, loop.first_seen, loop.last_seen, loop.guard_state,
             _compact_json(loop.detector.to_dict()), bytes(loop.history), loop.entries, loop.episode,
-            loop.episode_start)
+            loop.episode_start, loop.order.to_json())
+
+
+def _span_time(record: MutationRecord, now: float) -> float:
+    """When the span ended (unix seconds), never later than now: a clock ahead cannot date a cycle in
+    the future. Order never depends on it."""
+    return min(record.end_ns / 1e9, now) if record.end_ns else now

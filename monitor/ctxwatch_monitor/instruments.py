@@ -4,21 +4,32 @@ Fleet families reuse the wire contract's instruments (`ctxwatch.semconv.METRICS`
 buckets and descriptions), so a dashboard reads the same `ctxwatch_*` series whether they come from
 the monitor or from the guard's own OTel metrics through a collector; select by `job` when you
 scrape both. `ctxwatch_loops{service,agent,state}` counts tracked loops per detector state, kept
-incrementally by the loop store. Self-metrics are `ctxwatch_monitor_*`. Labels are bounded.
+incrementally by the loop store. Self-metrics are `ctxwatch_monitor_*`.
+
+Labels are bounded twice: each wire label (service, agent) admits at most `label_cap` values at once,
+freed `label_ttl` after a span last carried them unless a tracked loop holds them (`sweep_labels`),
+and the families with wire labels draw on one `SeriesBudget` (`series_budget` in total,
+`metric_series_budget` per family); what the budget refuses goes to the overflow series and is
+counted in `ctxwatch_monitor_series_overflow_total{metric}`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+import time
+from collections.abc import Iterable, Mapping
 from operator import itemgetter
+from typing import Any
 
 from ctxwatch import semconv
-from ctxwatch.report import MUTATION_KINDS
+from ctxwatch.contraction import STATES
+from ctxwatch.report import DECISIONS, INVARIANTS, MUTATION_KINDS
 from ctxwatch.semconv import OVERFLOW
 
 from . import wire
+from .config import MonitorConfig
 from .labels import BoundedLabel
-from .metrics import Counter, Family, Gauge, Histogram, Key, MetricSet
+from .metrics import Counter, Family, Gauge, Histogram, Key, MetricSet, SeriesBudget
 from .records import AGENT_NAME, MutationRecord
 
 # A record's label vector: (kind, decision, agent, service, side-or-invariant).
@@ -28,14 +39,25 @@ _DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 LOOP_LABELS = ("service", "agent", "state")
 _KINDS = frozenset(MUTATION_KINDS)
 EVICTION_REASONS = ("ttl", "cap")  # not seen within the TTL; least recently seen past the cap
+WIRE_LABELS = ("service", "agent")  # label values that come from the wire (bounded, budgeted)
+# how many values each closed-set label can take (unknown kinds and invariants are OVERFLOW)
+_CLOSED_SETS = {"kind": len(MUTATION_KINDS) + 1, "decision": len(DECISIONS), "side": len(semconv.ORPHAN_SIDES),
+                "invariant": len(INVARIANTS) + 1, "state": len(STATES)}
 
 
-def _family(spec: semconv.MetricSpec) -> Counter | Histogram:
+def _family(spec: semconv.MetricSpec, budget: SeriesBudget) -> Counter | Histogram:
     labels = [semconv.PROMETHEUS_LABELS[a] for a in spec.attributes]
     name = semconv.prometheus_name(spec)
     if spec.instrument == "counter":
-        return Counter(name, spec.description, labels, persist=True)
-    return Histogram(name, spec.description, labels, buckets=spec.buckets or (), persist=True)
+        return Counter(name, spec.description, labels, persist=True, wire=WIRE_LABELS, budget=budget)
+    return Histogram(name, spec.description, labels, buckets=spec.buckets or (), persist=True, wire=WIRE_LABELS,
+                     budget=budget)
+
+
+def overflow_series(family: Family) -> int:
+    """The most series `family` can hold with every wire label at OVERFLOW (reserved out of the budget)."""
+    closed = [_CLOSED_SETS[label] for label in family.labelnames if label not in WIRE_LABELS]
+    return math.prod(closed) * family.cost
 
 
 class _Fleet:
@@ -43,32 +65,45 @@ class _Fleet:
 
     __slots__ = ("family", "key")
 
-    def __init__(self, spec: semconv.MetricSpec) -> None:
-        self.family = _family(spec)
+    def __init__(self, spec: semconv.MetricSpec, budget: SeriesBudget) -> None:
+        self.family = _family(spec, budget)
         self.key = itemgetter(*(_VECTOR_INDEX[a] for a in spec.attributes))
 
 
 class Instruments:
     """All families, the bounded agent/service labels, and `observe` for one accepted record."""
 
-    def __init__(self, label_cap: int) -> None:
+    def __init__(self, label_cap: int, series_budget: int = MonitorConfig.series_budget,
+                 metric_series_budget: int = MonitorConfig.metric_series_budget) -> None:
+        """ValueError when `series_budget` cannot hold the reserved overflow series."""
         self.services = BoundedLabel(label_cap)
         self.agents = BoundedLabel(label_cap)
-        self.mutations = _Fleet(semconv.MUTATIONS)
-        self.lost_literals = _Fleet(semconv.LOST_LITERALS)
-        self.orphans = _Fleet(semconv.ORPHANED_TOOL_PARTS)
-        self.deferrals = _Fleet(semconv.DEFERRALS)
-        self.violations = _Fleet(semconv.INVARIANT_VIOLATIONS)
-        self.warnings = _Fleet(semconv.INVARIANT_WARNINGS)
-        self.hash_distance = _Fleet(semconv.HASH_DISTANCE_HISTOGRAM)
-        self.loss_rate = _Fleet(semconv.LITERAL_LOSS_RATE)
-        self.pass_number = _Fleet(semconv.PASS_NUMBER_HISTOGRAM)
+        self.budget = budget = SeriesBudget(series_budget, metric_series_budget)
+        self.mutations = _Fleet(semconv.MUTATIONS, budget)
+        self.lost_literals = _Fleet(semconv.LOST_LITERALS, budget)
+        self.orphans = _Fleet(semconv.ORPHANED_TOOL_PARTS, budget)
+        self.deferrals = _Fleet(semconv.DEFERRALS, budget)
+        self.violations = _Fleet(semconv.INVARIANT_VIOLATIONS, budget)
+        self.warnings = _Fleet(semconv.INVARIANT_WARNINGS, budget)
+        self.hash_distance = _Fleet(semconv.HASH_DISTANCE_HISTOGRAM, budget)
+        self.loss_rate = _Fleet(semconv.LITERAL_LOSS_RATE, budget)
+        self.pass_number = _Fleet(semconv.PASS_NUMBER_HISTOGRAM, budget)
         fleet = [self.mutations, self.lost_literals, self.orphans, self.deferrals, self.violations,
                  self.warnings, self.hash_distance, self.loss_rate, self.pass_number]
         self.onsets = Counter("ctxwatch_contraction_onsets_total",
                               "Loops the monitor's contraction detector saw enter the contraction regime.",
-                              ("service", "agent"), persist=True)
-        self.loops = Gauge("ctxwatch_loops", "Loops tracked by the monitor, by contraction state.", LOOP_LABELS)
+                              ("service", "agent"), persist=True, wire=WIRE_LABELS, budget=budget)
+        self.loops = Gauge("ctxwatch_loops", "Loops tracked by the monitor, by contraction state.", LOOP_LABELS,
+                           wire=WIRE_LABELS, budget=budget)
+        budgeted: list[Family] = [f.family for f in fleet] + [self.onsets, self.loops]
+        self.series_overflow = Counter("ctxwatch_monitor_series_overflow_total",
+                                       "Updates that went to a metric's overflow series (service and agent "
+                                       "_OTHER) because the series budget had no room for a new series.",
+                                       ("metric",))
+        for family in budgeted:
+            budget.reserve(family.name, overflow_series(family))
+            self.series_overflow.inc((family.name,), 0)
+        budget.on_overflow = lambda name: self.series_overflow.inc((name,))
         self.requests = Counter("ctxwatch_monitor_requests_total", "HTTP requests answered, by handler and status.",
                                 ("handler", "code"))
         self.request_duration = Histogram("ctxwatch_monitor_request_duration_seconds",
@@ -88,21 +123,40 @@ class Instruments:
                                            "Time to commit one batch of ingest requests to the state database.",
                                            buckets=_DURATION_BUCKETS)
         self.inflight = Gauge("ctxwatch_monitor_inflight_requests", "Ingest requests admitted and not yet answered.")
+        self.late_spans = Counter("ctxwatch_monitor_late_spans_total",
+                                  "Mutation spans counted but not applied to their loop: reason=late (behind the "
+                                  "loop's sequence: a duplicate, a span of the episode the loop left, one after its "
+                                  "gap was given up) or unsequenced (no ctxwatch.sequence, from a loop whose guard "
+                                  "numbers its spans).", ("reason",))
+        for reason in ("late", "unsequenced"):
+            self.late_spans.inc((reason,), 0)
+        self.held_spans = Counter("ctxwatch_monitor_spans_held_total",
+                                  "Mutation spans that arrived before an earlier span of their loop and waited "
+                                  "for it (or for a second span of a new episode).")
+        self.unwritable = Counter("ctxwatch_monitor_unwritable_series_total",
+                                  "Series left out of a /metrics render because a value could not be written.")
         # every known label value starts at 0, so rate() sees the first event and panels have data
         for encoding in (wire.PROTOBUF, wire.JSON):
             self.decode_errors.inc((encoding,), 0)
         for reason in EVICTION_REASONS:
             self.evictions.inc((reason,), 0)
         families: list[Family] = [f.family for f in fleet]
-        families += [self.onsets, self.loops, self.requests, self.request_duration, self.spans_accepted,
-                     self.spans_rejected, self.spans_ignored, self.decode_errors, self.loops_tracked,
-                     self.evictions, self.db_write_duration, self.inflight]
-        self.metric_set = MetricSet(families)
+        families += [self.onsets, self.loops, self.series_overflow, self.requests, self.request_duration,
+                     self.spans_accepted, self.spans_rejected, self.spans_ignored, self.decode_errors,
+                     self.loops_tracked, self.evictions, self.db_write_duration, self.inflight, self.late_spans,
+                     self.held_spans]
+        self.metric_set = MetricSet(families, skipped=self.unwritable)
         # label keys of the families keyed by (kind, decision, agent, service), per such tuple (bounded)
         self._base = (self.mutations, self.lost_literals, self.deferrals, self.hash_distance, self.loss_rate,
                       self.pass_number)
         self._key_cache: dict[tuple[str, str, str, str], tuple[Key, ...]] = {}
         self._pairs: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def forget_labels(self) -> None:
+        """Forget the admitted agent and service names (before the state is reloaded from the database)."""
+        self.services = BoundedLabel(self.services.cap)
+        self.agents = BoundedLabel(self.agents.cap)
+        self._pairs.clear()
 
     def label_pair(self, service: str, agent: str) -> tuple[str, str]:
         """The bounded (service, agent) label values of a loop (one shared tuple per distinct pair)."""
@@ -117,6 +171,7 @@ class Instruments:
         """Count one request's accepted mutation spans, each with its loop's bounded (service, agent).
 
         Spans are grouped by their label tuple first, so each series is updated once per request."""
+        now = time.time()
         groups: dict[tuple[str, str, str, str], list[MutationRecord]] = {}
         for record, (service, agent) in observed:
             kind = record.kind
@@ -127,7 +182,38 @@ class Instruments:
             else:
                 group.append(record)
         for base, records in groups.items():
+            self.agents.seen(base[2], now)
+            self.services.seen(base[3], now)
             self._observe_group(base, records)
+
+    # --- label values: ageing out and persistence ------------------------------------------------------
+    def sweep_labels(self, now: float, ttl: float) -> None:
+        """Free the service and agent values no span carried within `ttl` seconds and no tracked loop
+        holds, dropping their series (so their room in the budget and their label slot go to others)."""
+        if not ttl:
+            return
+        held = list(self.loops.values)
+        for position, (label, bounded) in enumerate((("service", self.services), ("agent", self.agents))):
+            freed = bounded.expire(now - ttl, {key[position] for key in held})
+            if not freed:
+                continue
+            for family in self.metric_set.families.values():
+                family.forget(label, freed)
+            index = 3 if label == "service" else 2
+            self._key_cache = {base: keys for base, keys in self._key_cache.items() if base[index] not in freed}
+            self._pairs = {pair: labels for pair, labels in self._pairs.items() if pair[position] not in freed}
+
+    def take_label_state(self, force: bool = False) -> dict[str, Any]:
+        """The admitted values and their last-seen times to persist, when they changed (or `force`)."""
+        if not (force or self.services.changed or self.agents.changed):
+            return {}
+        self.services.changed = self.agents.changed = False
+        return {"services": self.services.state(), "agents": self.agents.state()}
+
+    def restore_labels(self, saved: Mapping[str, Any]) -> None:
+        """Admit the persisted values (`take_label_state`'s keys; missing ones are empty)."""
+        self.services.restore(saved.get("services") or [])
+        self.agents.restore(saved.get("agents") or [])
 
     def _observe_group(self, base: tuple[str, str, str, str], records: list[MutationRecord]) -> None:
         keys = self._key_cache.get(base)

@@ -2,8 +2,9 @@
 
 Each `LoopState` has `__slots__` and keeps its history as one bytearray ring of fixed-size packed
 entries, so a tracked loop costs well under 2 KB. The `LoopStore` keeps loops in least-recently-
-seen order: past `max_loops` the oldest is evicted, and `sweep` forgets loops not seen within the
-TTL; both are counted. The per-(service, agent, state) loop counts behind `ctxwatch_loops` are
+seen order: past `max_loops` the oldest loop not in an alarm state is evicted (loops in the
+contraction regime go last, so a flood of new loop ids cannot clear an alarm), and `sweep` forgets
+loops not seen within the TTL; both are counted. The per-(service, agent, state) loop counts behind `ctxwatch_loops` are
 adjusted on every change, so /metrics never scans the loops.
 """
 
@@ -19,6 +20,7 @@ from ctxwatch.contraction import STATES
 from ctxwatch.report import DECISIONS, MUTATION_KINDS
 
 from .instruments import Instruments
+from .ordering import LoopOrder
 
 # 23 bytes: time (s after the loop's first_seen, float32: ms precision for hours, s after a year), d, r,
 # literals before and lost (uint16, saturating), detector cycle (0: not fed), decision, kind, state
@@ -59,7 +61,7 @@ class LoopState:
 
     __slots__ = ("loop_id", "service", "agent", "labels", "state", "onset", "flagged", "alarm_time", "cycles",
                  "first_seen", "last_seen", "detector", "history", "entries", "guard_state", "episode",
-                 "episode_start")
+                 "episode_start", "order")
 
     def __init__(self, loop_id: str, service: str, agent: str, labels: tuple[str, str], state: str,
                  detector: Any, now: float) -> None:
@@ -76,6 +78,7 @@ class LoopState:
         self.guard_state: str | None = None
         self.episode = 0                     # the guard's episode (ContextGuard.new_episode) the detector follows
         self.episode_start: float | None = None  # end time of its first span, once the episode has changed
+        self.order = LoopOrder()             # where the loop is in its guard's span sequence
 
     def record(self, capacity: int, time: float, kind: str, decision: str, d: float | None, r: float | None,
                before: int, lost: int, cycle: int) -> None:
@@ -111,6 +114,7 @@ class LoopStore:
         self.max_loops, self.ttl = max_loops, ttl
         self.loops: OrderedDict[str, LoopState] = OrderedDict()
         self.alarms: dict[str, LoopState] = {}
+        self.calm: OrderedDict[str, LoopState] = OrderedDict()  # the others, least recently seen first
         self.dirty: set[str] = set()
         self.removed: set[str] = set()
 
@@ -126,11 +130,11 @@ class LoopStore:
 
     def _count(self, loop: LoopState, delta: int) -> None:
         self.instruments.loops.add((*loop.labels, loop.state), delta)
-        if loop.state == CONTRACTING:
-            if delta > 0:
-                self.alarms[loop.loop_id] = loop
-            else:
-                self.alarms.pop(loop.loop_id, None)
+        group = self.alarms if loop.state == CONTRACTING else self.calm
+        if delta > 0:
+            group[loop.loop_id] = loop
+        else:
+            group.pop(loop.loop_id, None)
 
     def add(self, loop: LoopState) -> None:
         """Track a new or restored loop as the most recently seen one (evicting past the cap)."""
@@ -138,12 +142,14 @@ class LoopStore:
         self._count(loop, +1)
         self.removed.discard(loop.loop_id)
         while len(self.loops) > self.max_loops:
-            self._evict(next(iter(self.loops.values())), "cap")
+            self._evict(next(iter((self.calm or self.loops).values())), "cap")
         self.instruments.loops_tracked.set((), len(self.loops))
 
     def touch(self, loop: LoopState, service: str, agent: str, now: float) -> None:
         """Mark `loop` seen now; follow a change of its service or agent name."""
         self.loops.move_to_end(loop.loop_id)
+        if loop.loop_id in self.calm:
+            self.calm.move_to_end(loop.loop_id)
         loop.last_seen = now
         if (service and service != loop.service) or (agent and agent != loop.agent):
             self._count(loop, -1)
@@ -185,6 +191,7 @@ class LoopStore:
             self._count(loop, -1)
         self.loops.clear()
         self.alarms.clear()
+        self.calm.clear()
         self.dirty.clear()
         self.removed.clear()
         self.instruments.loops_tracked.set((), 0)

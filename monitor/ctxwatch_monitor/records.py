@@ -4,7 +4,9 @@ A span is a mutation span when it carries `ctxwatch.mutation.kind`; any other sp
 LLM call, a span that only inherits `ctxwatch.loop.id` from its resource) is ignored, so the
 monitor can sit behind a collector that forwards everything. A mutation span with an attribute of
 the wrong type, a negative, NaN or infinite figure, an unknown decision or an oversized string is
-rejected with a message naming the span's position and the attribute (OTLP `partial_success`).
+rejected with a message naming the span's position and the attribute (OTLP `partial_success`);
+so is an integer outside int64 or a string that is not valid UTF-8 (see `otlp.Invalid`), so nothing
+stored can fail to be written to the state file, the API or /metrics later.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from ctxwatch import semconv
 from ctxwatch.report import DECISIONS
 
-from .otlp import INVALID, RawSpan
+from .otlp import INVALID, NOT_UTF8, Invalid, RawSpan
 
 RESOURCE_SERVICE_NAME = "service.name"
 AGENT_NAME = semconv.GENAI_V1_41.agent_name
@@ -25,7 +27,8 @@ MAX_LIST_LENGTH = 64         # entries in ctxwatch.violations / ctxwatch.warning
 
 _INT_KEYS = frozenset({
     semconv.PASS_NUMBER, semconv.PASS_CAP, semconv.LITERALS_BEFORE, semconv.LITERALS_LOST,
-    semconv.ORPHANS_TOOL_USE, semconv.ORPHANS_TOOL_RESULT, semconv.EPISODE,
+    semconv.ORPHANS_TOOL_USE, semconv.ORPHANS_TOOL_RESULT, semconv.EPISODE, semconv.SEQUENCE,
+    semconv.CONTRACTION_CYCLE,
 })
 _STRING_LIMITS = {
     semconv.LOOP_ID: MAX_ID_LENGTH, semconv.SERVICE_NAME: MAX_ID_LENGTH, AGENT_NAME: MAX_ID_LENGTH,
@@ -48,7 +51,7 @@ class MutationRecord:
 
     __slots__ = ("loop_id", "service", "agent", "kind", "decision", "pass_number", "pass_cap", "d", "before",
                  "lost", "orphans_tool_use", "orphans_tool_result", "violations", "warnings", "guard_state",
-                 "episode", "end_ns")
+                 "episode", "end_ns", "sequence", "guard_cycle")
 
     def __init__(self, attrs: dict[str, Any], end_ns: int) -> None:
         """`attrs` are the span's type-checked attributes; `validate` checks the rest and fills in
@@ -66,6 +69,8 @@ class MutationRecord:
         self.violations, self.warnings = get(semconv.VIOLATIONS) or (), get(semconv.WARNINGS) or ()
         self.guard_state = get(semconv.CONTRACTION_STATE)
         self.episode = get(semconv.EPISODE) or 0
+        self.sequence: int | None = get(semconv.SEQUENCE)       # None: a guard that does not number its spans
+        self.guard_cycle: int | None = get(semconv.CONTRACTION_CYCLE)
 
     @property
     def loss_rate(self) -> float | None:
@@ -77,11 +82,11 @@ class MutationRecord:
         """An applied rewrite cycle the guard's own detector saw: it carries the cycle's hash distance,
         which the guard computes only when it runs the contraction check (decision patch, or halt when
         that check halts the loop). Appends and refused rewrites carry none."""
-        return self.d is not None and self.kind != "append" and self.decision in ("patch", "halt")
+        return semconv.feeds_detector(self.kind, self.decision, self.d)
 
 
 def _type_name(value: Any) -> str:
-    if value is INVALID:
+    if isinstance(value, Invalid):
         return "an invalid AnyValue"
     return {str: "string", bool: "bool", int: "int", float: "double", bytes: "bytes", list: "array",
             dict: "kvlist"}.get(type(value), type(value).__name__)
@@ -89,6 +94,8 @@ def _type_name(value: Any) -> str:
 
 def _problem(key: str, value: Any) -> str | None:
     """What is wrong with one attribute value (None when it is acceptable)."""
+    if isinstance(value, Invalid) and value is not INVALID:
+        return value.problem
     kind = type(value)
     limit = _STRING_LIMITS.get(key)
     if limit is not None:
@@ -114,6 +121,8 @@ def _resource_string(span: RawSpan, key: str) -> str:
     value = span.resource.get(key)
     if value is None:
         return ""
+    if value is NOT_UTF8:
+        raise Rejected(f"{span.where}: resource attribute {key} {NOT_UTF8.problem}")
     if type(value) is not str or len(value) > MAX_ID_LENGTH:
         raise Rejected(f"{span.where}: resource attribute {key} must be a string of at most {MAX_ID_LENGTH} "
                        f"characters, got {_type_name(value)}")
@@ -123,6 +132,8 @@ def _resource_string(span: RawSpan, key: str) -> str:
 def validate(span: RawSpan) -> MutationRecord | None:
     """The span's record; None when it is not a mutation span (ignored); `Rejected` when invalid."""
     attrs, where = span.attributes, span.where
+    if span.problem is not None:
+        raise Rejected(f"{where}: {span.problem}")
     if attrs.get(semconv.MUTATION_KIND) is None:
         return None
     string_limit = _STRING_LIMITS.get
@@ -148,6 +159,8 @@ def validate(span: RawSpan) -> MutationRecord | None:
     if record.decision not in _DECISIONS:
         shown = "nothing" if record.decision is None else repr(record.decision)
         raise Rejected(f"{where}: attribute {semconv.DECISION} must be one of {', '.join(DECISIONS)}, got {shown}")
+    if record.sequence == 0:
+        raise Rejected(f"{where}: attribute {semconv.SEQUENCE} must be >= 1, got 0")
     if record.lost > record.before:
         raise Rejected(f"{where}: {semconv.LITERALS_LOST} ({record.lost}) exceeds {semconv.LITERALS_BEFORE} "
                        f"({record.before})")

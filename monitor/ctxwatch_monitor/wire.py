@@ -48,6 +48,11 @@ def media_encoding(content_type: str | None) -> str:
                              "or application/json") from None
 
 
+def guess_encoding(content_type: str | None) -> str:
+    """The encoding to answer an error in, even when the content type is not one we accept."""
+    return JSON if "json" in (content_type or "").lower() else PROTOBUF
+
+
 def _window_bits(content_encoding: str | None) -> int | None:
     name = (content_encoding or "").strip().lower()
     try:

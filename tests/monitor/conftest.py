@@ -1,7 +1,8 @@
 """Fixtures for the monitor tests: the real service as a subprocess, and real OTel SDK senders.
 
 `MonitorProcess` starts `python -m ctxwatch_monitor --port 0` (uvicorn on 127.0.0.1, a free port
-chosen by the kernel), reads the bound URL from its first output line and waits for /readyz.
+chosen by the kernel, and OTLP/gRPC on another free one), reads the bound URL from its first output
+line and the gRPC address from the second, and waits for /readyz.
 `Sender` exports spans through the OpenTelemetry SDK's OTLP/HTTP exporter, as an agent would.
 """
 
@@ -38,6 +39,7 @@ class MonitorProcess:
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
+        self.grpc_target = ""  # host:port of OTLP/gRPC ("" when it is off)
 
     def start(self) -> MonitorProcess:
         cmd = [sys.executable, "-m", "ctxwatch_monitor", "--host", "127.0.0.1", "--port", "0",
@@ -50,6 +52,12 @@ class MonitorProcess:
             self.proc.kill()
             raise RuntimeError(f"monitor did not start: {line!r} {self.proc.stderr.read()[-2000:]}")
         self.url = line.strip().rsplit(" ", 1)[-1]
+        if "off" not in self.args:
+            line = self.proc.stdout.readline()  # printed right after the first one (or EOF if it failed)
+            if "OTLP/gRPC listening on " not in line:
+                self.proc.kill()
+                raise RuntimeError(f"monitor did not start OTLP/gRPC: {line!r} {self.proc.stderr.read()[-2000:]}")
+            self.grpc_target = line.strip().rsplit(" ", 1)[-1]
         while time.monotonic() < deadline:
             try:
                 if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:

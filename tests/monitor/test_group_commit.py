@@ -1,9 +1,10 @@
 """Group commit on the monitor's state thread (issue 5, "Persistence": commit before answering).
 
 Requests that queue while the state thread is busy are applied one by one and committed together;
-none is answered before the commit of its batch returns, a request whose apply fails fails alone,
-and a failed commit fails every request of its batch (the engine has then reloaded the last
-committed state, so those requests are answered 503 and retried). Driven on a real single-thread
+none is answered before the commit of its batch returns, a request whose apply fails fails alone
+(also when it reset the state part-way: the batch is applied again without it), and a failed commit
+fails every request of its batch (the engine has then reloaded the last committed state, so those
+requests are answered 503 and retried). Driven on a real single-thread
 executor, as the engine runs it.
 """
 
@@ -128,14 +129,18 @@ def test_every_request_gets_its_own_result(requests: int) -> None:
     assert committed == results
 
 
-def test_a_state_reset_fails_the_whole_batch_uncommitted() -> None:
-    """What the batch applied before the reset is gone from memory: committing the rest would
-    acknowledge requests whose effect is lost, so every request of the batch fails (503, retried)."""
+def test_a_state_reset_fails_its_request_alone_and_the_batch_is_applied_again() -> None:
+    """The reset took back what the batch had applied before it: those requests are applied again, so the
+    innocent requests sharing the batch are committed and answered, and the one that failed part-way is
+    the only one refused (issue 15: one hostile span must not fail the others)."""
     async def scenario(state: StateThread, batches: GroupCommit[str]) -> list[Any]:
         first, queued = await queue_behind_first(state, batches, ("a", "reset", "b"))
         return [await first, *await asyncio.gather(*queued, return_exceptions=True), await batches.submit("c")]
 
     outcomes, state = run(scenario)
-    assert outcomes[0] == "FIRST" and outcomes[-1] == "C"
-    assert all(isinstance(o, Reset) for o in outcomes[1:4])
-    assert [e for e in state.events if e[0] == "commit"] == [("commit", ("FIRST",)), ("commit", ("C",))]
+    assert outcomes[:2] == ["FIRST", "A"] and outcomes[3:] == ["B", "C"]
+    assert isinstance(outcomes[2], Reset)
+    commits = [e for e in state.events if e[0] == "commit"]
+    assert commits == [("commit", ("FIRST",)), ("commit", ("A", "B")), ("commit", ("C",))]
+    applied = [name for event, name in state.events if event == "apply"]
+    assert applied == ["first", "a", "a", "b", "c"]  # a again, after the reset

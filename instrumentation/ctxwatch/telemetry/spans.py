@@ -21,7 +21,7 @@ _REFUSED_WITH_ERROR = frozenset({"abort", "halt"})
 
 def start_attributes(names: semconv.GenAINames, *, loop_id: str | None, kind: str, pass_number: int,
                      pass_cap: int | None, agent: str | None, conversation_id: str | None,
-                     service: str | None) -> dict[str, Any]:
+                     service: str | None, agent_version: str | None = None) -> dict[str, Any]:
     """The attributes the caller gives when the attempt starts (known before the checks run)."""
     attrs: dict[str, Any] = {semconv.MUTATION_KIND: kind, semconv.PASS_NUMBER: pass_number}
     if loop_id:
@@ -34,6 +34,8 @@ def start_attributes(names: semconv.GenAINames, *, loop_id: str | None, kind: st
         attrs[names.agent_name] = agent
     if conversation_id:
         attrs[names.conversation_id] = conversation_id
+    if agent_version:
+        attrs[names.agent_version] = agent_version
     return attrs
 
 
@@ -67,6 +69,8 @@ def report_attributes(attrs: dict[str, Any], names: semconv.GenAINames, report: 
         attrs[semconv.DEFERRAL_RESOLUTION] = report.resolution
     if report.observed:
         attrs[semconv.OBSERVED] = True
+    if report.shadow:
+        attrs[semconv.SHADOW] = True
     if report.episode:
         attrs[semconv.EPISODE] = report.episode
     if report.decision == "patch" and report.kind in semconv.COMPACTION_KINDS:
@@ -77,8 +81,9 @@ def report_attributes(attrs: dict[str, Any], names: semconv.GenAINames, report: 
 
 
 def error_type(report: Report) -> str | None:
-    """The class name of the error the guard raises for this report (abort, halt), else None."""
-    if report.decision not in _REFUSED_WITH_ERROR:
+    """The class name of the error the guard raises for this report (abort, halt), else None (also in
+    shadow mode, where nothing is raised: the decision alone says what would have happened)."""
+    if report.decision not in _REFUSED_WITH_ERROR or report.shadow:
         return None
     return error_for(report.findings, report.decision).__name__
 

@@ -1,0 +1,210 @@
+"""A loop's spans in the guard's order: sequence numbers, a bounded reorder window, gaps and episodes.
+
+Spans of one loop reach the monitor in any order: an SDK flushes its batches in parallel, a collector
+has several senders, and head sampling leaves gaps. Every span of a current guard carries
+`ctxwatch.sequence` (1, 2, ... for each span of the loop in its episode) and
+`ctxwatch.contraction.cycle` (the guard's detector cycles after it), so the order is never guessed
+from arrival or from end times, which come from clocks that step or lie.
+
+Per loop, `LoopOrder` holds the next sequence number expected in the loop's episode and at most
+`window` spans that arrived ahead of it. `Sequencer.offer` hands the engine each span once every
+span before it has been applied; a span behind the next expected one (a duplicate, or one that came
+after its gap was given up) is late: counted, not applied. A gap is given up when a span has waited
+`wait` seconds for it (`expire`) or the window is full: the engine then applies what follows, and
+when its detector no longer counts the cycles the guard counts, it adopts the guard's reported state
+for the rest of the episode (`source` = guard, with the reason) instead of guessing the missing cycle.
+
+Episodes: a span with another episode number than the loop's opens a candidate episode, buffered
+aside while the loop's own episode goes on; the loop switches to it once two spans of it (two distinct
+sequence numbers) have arrived, whatever their end times. A lower episode number (the fresh guard of a
+restarted process counts from 0 again, but so do the spans of the episodes before, arriving late)
+also needs a span of it arriving `wait` seconds or more after the last span of the loop's own
+episode. One forged span therefore cannot reset a loop's detector or clear its alarm, and it leaves
+no mark on the loop's later spans. Spans of the episode the loop left are late. The first span of a
+loop sets its episode directly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ctxwatch import semconv
+
+from .records import AGENT_NAME, MutationRecord
+
+MONITOR = "monitor"   # the loop's state is the monitor's own detector, fed every cycle in order
+GUARD = "guard"       # a cycle is missing: the loop follows the state the guard reports
+EPISODE_CONFIRMATIONS = 2  # spans of a new episode needed before the loop switches to it
+APPLIED, HELD, LATE = "applied", "held", "late"  # what became of an offered span
+
+# what a held span keeps: enough to apply it later (the fleet metrics counted it on arrival)
+_STORED = (semconv.MUTATION_KIND, semconv.DECISION, semconv.HASH_DISTANCE, semconv.LITERALS_BEFORE,
+           semconv.LITERALS_LOST, semconv.CONTRACTION_STATE, semconv.EPISODE, semconv.SEQUENCE,
+           semconv.CONTRACTION_CYCLE, semconv.LOOP_ID, semconv.SERVICE_NAME, AGENT_NAME)
+
+
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dumps with options builds one per call
+
+
+def _stored(record: MutationRecord) -> list[Any]:
+    return [record.kind, record.decision, record.d, record.before, record.lost, record.guard_state, record.episode,
+            record.sequence, record.guard_cycle, record.loop_id, record.service, record.agent, record.end_ns]
+
+
+def _record(stored: list[Any]) -> MutationRecord:
+    *values, end_ns = stored
+    return MutationRecord(dict(zip(_STORED, values, strict=True)), end_ns)
+
+
+class LoopOrder:
+    """Where a loop is in its guard's sequence, the spans held ahead of it, and whose state it shows."""
+
+    __slots__ = ("next", "pending", "since", "candidate", "candidates", "candidate_seen", "previous", "source",
+                 "reason", "gap", "seen")
+
+    def __init__(self) -> None:
+        self.next = 1                                    # the sequence number expected next in the episode
+        self.pending: dict[int, MutationRecord] = {}    # spans of the episode that arrived ahead of it
+        self.since: float | None = None                  # when the oldest of them began waiting
+        self.candidate: int | None = None                # another episode number seen, not yet confirmed
+        self.candidates: dict[int, MutationRecord] = {}
+        self.candidate_seen = 0.0                        # when a span of it last arrived
+        self.previous: int | None = None                 # the episode the loop left last
+        self.source = MONITOR
+        self.reason: str | None = None                   # why the loop follows the guard's state
+        self.gap: str | None = None                      # the last gap given up in the episode
+        self.seen = 0.0                                  # when a span of the episode last arrived
+
+    @property
+    def waiting(self) -> bool:
+        """Whether spans of the loop's episode wait for a missing one (a gap `Sequencer.expire` gives up)."""
+        return bool(self.pending)
+
+    @property
+    def sequenced(self) -> bool:
+        """Whether the loop has had sequenced spans (then spans without a sequence are not applied)."""
+        return self.next > 1 or bool(self.pending or self.candidates) or self.previous is not None
+
+    def to_json(self) -> str:
+        """The state as stored with the loop (the common case, nothing held, written without the encoder:
+        it is written for every loop a commit touches)."""
+        if not (self.pending or self.candidates or self.reason or self.gap or self.since is not None
+                or self.candidate is not None):
+            previous = "null" if self.previous is None else int(self.previous)
+            return (f'{{"next":{int(self.next)},"seen":{float(self.seen)!r},"previous":{previous},'
+                    f'"source":"{self.source}"}}')
+        return _encode({"next": self.next, "since": self.since, "candidate": self.candidate,
+                        "previous": self.previous, "source": self.source, "reason": self.reason,
+                        "gap": self.gap, "seen": self.seen, "candidate_seen": self.candidate_seen,
+                        "pending": [_stored(r) for r in self.pending.values()],
+                        "candidates": [_stored(r) for r in self.candidates.values()]})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> LoopOrder:
+        order = cls()
+        if text:
+            data = json.loads(text)
+            order.next, order.seen = data["next"], data["seen"]
+            order.previous, order.source = data["previous"], data["source"]
+            order.since, order.candidate = data.get("since"), data.get("candidate")
+            order.reason, order.gap = data.get("reason"), data.get("gap")
+            order.candidate_seen = data.get("candidate_seen", 0.0)
+            order.pending = {r.sequence: r for r in map(_record, data.get("pending", ()))}
+            order.candidates = {r.sequence: r for r in map(_record, data.get("candidates", ()))}
+        return order
+
+
+Apply = Callable[[Any, MutationRecord, float], None]
+NewEpisode = Callable[[Any, int, float], None]
+
+
+class Sequencer:
+    """Feeds a loop's sequenced spans to the engine in sequence order (see the module docstring).
+
+    `apply(loop, record, now)` applies one span; `new_episode(loop, episode, now)` starts the detector
+    afresh. Loops are anything with `order` (a `LoopOrder`) and `episode` attributes."""
+
+    def __init__(self, window: int, wait: float, apply: Apply, new_episode: NewEpisode) -> None:
+        self.window, self.wait = window, wait
+        self._apply, self._new_episode = apply, new_episode
+
+    def offer(self, loop: Any, record: MutationRecord, now: float) -> str:
+        """Take one span: APPLIED (with those it released), HELD (ahead of a missing one, or a span of a
+        candidate episode) or LATE (counted by the caller, not applied)."""
+        order: LoopOrder = loop.order
+        sequence = record.sequence
+        if sequence == order.next and record.episode == loop.episode and not order.pending:  # the usual case
+            order.next, order.seen = sequence + 1, now
+            self._apply(loop, record, now)
+            return APPLIED
+        if record.episode != loop.episode:
+            if record.episode == order.previous:
+                return LATE
+            return HELD if self._candidate(loop, record, now) else LATE
+        order.seen = now
+        if sequence < order.next or sequence in order.pending:
+            return LATE
+        held = sequence != order.next
+        order.pending[sequence] = record
+        if order.since is None:
+            order.since = now
+        self._drain(loop, now)
+        while len(order.pending) > self.window:
+            self._skip_gap(loop, now, "the reorder window is full")
+        return HELD if held else APPLIED
+
+    def expire(self, loop: Any, now: float) -> None:
+        """Give up the gap a held span has waited `wait` seconds for; apply what follows it."""
+        order: LoopOrder = loop.order
+        while order.pending and order.since is not None and now - order.since >= self.wait:
+            self._skip_gap(loop, now, f"not received within {self.wait:g} s")
+
+    def _drain(self, loop: Any, now: float) -> None:
+        order: LoopOrder = loop.order
+        pending, drained = order.pending, False
+        while order.next in pending:
+            record = pending.pop(order.next)
+            order.next += 1
+            drained = True
+            self._apply(loop, record, now)
+        if not pending:
+            order.since = None
+        elif drained:  # a new gap: the spans behind it wait from now
+            order.since = now
+
+    def _skip_gap(self, loop: Any, now: float, why: str) -> None:
+        order: LoopOrder = loop.order
+        first = min(order.pending)
+        missing = f"{order.next}" if first == order.next + 1 else f"{order.next}-{first - 1}"
+        order.gap = f"span(s) {missing} of episode {loop.episode} missing ({why})"
+        order.next = first
+        self._drain(loop, now)
+
+    def _candidate(self, loop: Any, record: MutationRecord, now: float) -> bool:
+        order: LoopOrder = loop.order
+        if order.candidate != record.episode:
+            order.candidate, order.candidates = record.episode, {}
+        order.candidate_seen = now
+        fresh = record.sequence not in order.candidates and len(order.candidates) < self.window
+        if fresh:
+            order.candidates[record.sequence] = record
+        self._maybe_switch(loop, now)
+        return fresh
+
+    def _maybe_switch(self, loop: Any, now: float) -> None:
+        """Switch the loop to its candidate episode once confirmed (see the module docstring)."""
+        order: LoopOrder = loop.order
+        if order.candidate is None or len(order.candidates) < EPISODE_CONFIRMATIONS:
+            return
+        if order.candidate < loop.episode and order.candidate_seen - order.seen < self.wait:
+            return  # they came while the loop's own episode went on: they may be spans of an episode before
+        while order.pending:  # what the episode left behind is applied before it ends
+            self._skip_gap(loop, now, "its episode ended")
+        held, left = order.candidates, loop.episode
+        self._new_episode(loop, order.candidate, now)
+        order.previous, order.candidate, order.candidates = left, None, {}
+        order.next, order.pending, order.since, order.seen = 1, held, now, now
+        order.source, order.reason, order.gap = MONITOR, None, None
+        self._drain(loop, now)
