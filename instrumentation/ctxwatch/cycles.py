@@ -1,10 +1,12 @@
 """The measurement of one rewrite cycle: d_t and r_t, the contraction detector's inputs.
 
-This is the only place the figures are computed. The guard calls `measure_cycle` for every rewrite
-it applies; `CycleMeter` wraps the same call for callers that hold whole buffers (`ctxwatch replay`,
-the simulated loops, the calibration in `bench/calibrate_alarm.py`), keeping the state the guard
-keeps. So every figure in docs/alarm.md is what a user's guard computes, and the monitor, which
-rebuilds the detector from the figures the guard puts on its spans, sees the same numbers.
+This is the only place the figures are computed (`_figures`). The guard calls `measure_cycle` for
+every rewrite it measures, from its running state; `CycleMeter` feeds `_figures` for callers that
+hold whole buffers (`ctxwatch replay`, the simulated loops, the calibration in
+`bench/calibrate_alarm.py`), keeping the state the guard keeps and reaching the same figures, bit for
+bit, by a cheaper way through whole buffers. So every figure in docs/alarm.md is what a user's
+guard computes, and the monitor, which rebuilds the detector from the figures the guard puts on its
+spans, sees the same numbers.
 
 For cycle t, with P_t the buffer before the rewrite and Q_t the buffer after it:
 
