@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from itertools import islice
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, Field
@@ -19,13 +19,10 @@ from .loop_state import SEVERITY, STATUSES
 from .loops import ENTRY_SIZE, LoopState
 
 MAX_PAGE = 1000
-STATUS_FILTER = "Only loops with this on-call status: " + ", ".join(STATUSES)
+STATUS_FILTER = "Only loops with this on-call status."
 ALARM_ORDER = {"active": 0, "stopped": 1, "resolved": 2}
-
-
-def _check_status(status: str | None) -> None:
-    if status is not None and status not in STATUSES:
-        raise HTTPException(422, f"status must be one of {', '.join(STATUSES)}, got {status[:64]!r}")
+Status = Literal[STATUSES]  # type: ignore[valid-type]  # the tuple's values, checked by FastAPI (422)
+STATUS_QUERY = Query(None, description=STATUS_FILTER)
 
 
 class Refusal(BaseModel):
@@ -128,9 +125,18 @@ class FleetRow(BaseModel):
     loops: int
 
 
+class FleetStatusRow(BaseModel):
+    service: str
+    agent: str
+    status: str
+    loops: int
+
+
 class Fleet(BaseModel):
     loops_tracked: int
     rows: list[FleetRow] = Field(description="Tracked loops by (bounded) service, agent and state.")
+    status_rows: list[FleetStatusRow] = Field(description="Tracked loops by (bounded) service, agent and on-call "
+                                                          "status (ctxwatch_loops_by_status).")
 
 
 def summary(loop: LoopState) -> dict[str, Any]:
@@ -178,16 +184,18 @@ def api_router(engine: Engine, auth: BearerAuth) -> APIRouter:
     def fleet() -> dict[str, Any]:
         rows = [{"service": s, "agent": a, "state": st, "loops": int(n)}
                 for (s, a, st), n in engine.instruments.loops.values.items() if n]
-        return {"loops_tracked": len(store), "rows": sorted(rows, key=lambda r: (r["agent"], r["service"], r["state"]))}
+        by_status = [{"service": s, "agent": a, "status": st, "loops": int(n)}
+                     for (s, a, st), n in engine.instruments.loop_status.values.items() if n]
+        return {"loops_tracked": len(store), "rows": sorted(rows, key=lambda r: (r["agent"], r["service"], r["state"])),
+                "status_rows": sorted(by_status, key=lambda r: (r["agent"], r["service"], r["status"]))}
 
     @router.get("/loops", response_model=LoopPage, summary="Tracked loops, most recently seen first")
     async def list_loops(state: str | None = Query(None, max_length=64),
                          agent: str | None = Query(None, max_length=256),
                          service: str | None = Query(None, max_length=256),
-                         status: str | None = Query(None, description=STATUS_FILTER),
+                         status: Status | None = STATUS_QUERY,
                          offset: int = Query(0, ge=0, le=10_000_000), limit: int = Query(100, ge=1, le=MAX_PAGE)
                          ) -> dict[str, Any]:
-        _check_status(status)
         return await engine.call(page, state, status, agent, service, offset, limit)
 
     @router.get("/loops/{loop_id:path}", response_model=LoopDetail, responses={404: {"description": "Unknown loop"}},
@@ -208,10 +216,9 @@ def api_router(engine: Engine, auth: BearerAuth) -> APIRouter:
 
     @router.get("/alarms", response_model=Alarms,
                 summary="Loops alarming now (contracting, blocked, halted), then recently stopped or resolved ones")
-    async def alarms(status: str | None = Query(None, description=STATUS_FILTER),
+    async def alarms(status: Status | None = STATUS_QUERY,
                      agent: str | None = Query(None, max_length=256),
                      service: str | None = Query(None, max_length=256)) -> dict[str, Any]:
-        _check_status(status)
         return await engine.call(alarm_list, status, agent, service)
 
     @router.get("/fleet", response_model=Fleet, summary="Loop counts by service, agent and state")

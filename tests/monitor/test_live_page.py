@@ -140,8 +140,12 @@ def test_live_page_lists_loops_draws_the_chart_and_updates(tmp_path: Path, brows
         assert int(chart["d"]) == int(chart["r"]) == len(contracting_cycles())
         assert int(chart["onset"]) == onset
         assert chart["path"].startswith("M") and chart["path"].count("L") == len(contracting_cycles()) - 1
-        fleet = browser.evaluate("[...document.querySelectorAll('#fleet tbody tr')].map(r => r.textContent)")
-        assert any("absorber" in row and row.endswith("01") for row in fleet), fleet  # healthy 0, contracting 1
+        fleet = browser.evaluate("""Object.fromEntries([...document.querySelectorAll('#fleet tbody tr')].map(r =>
+            [r.dataset.agent, Object.fromEntries([...r.querySelectorAll('td[data-status]')].map(
+                td => [td.dataset.status, Number(td.textContent)]))]))""")
+        assert fleet["absorber"] == {"healthy": 0, "refusing": 0, "contracting": 1, "blocked": 0, "halted": 0,
+                                     "idle": 0}, fleet
+        assert fleet["planner"]["healthy"] == 1 and sum(fleet["planner"].values()) == 1, fleet
         shot = tmp_path / "live-page.png"
         browser.screenshot(shot)
         assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -173,7 +173,7 @@ def test_the_status_survives_a_restart_and_filters_refuse_unknown_values(tmp_pat
         sender.flush()
         sender.close()
         before = loop(proc, "kept")
-        assert proc.get("/api/loops", params={"status": "asleep"}).status_code == 422
+        assert proc.get("/api/loops", params={"status": "asleep"}).status_code == 422  # one of STATUSES only
     finally:
         proc.stop()
     proc = MonitorProcess(tmp_path / "state.sqlite3").start()
