@@ -176,7 +176,7 @@ def api_router(engine: Engine, auth: BearerAuth) -> APIRouter:
         first = loop.entries - len(loop.history) // ENTRY_SIZE
         history = [{**c._asdict(), "invariants": oncall.invariants_of(first + i)}
                    for i, c in enumerate(loop.cycles_in_order())]
-        counts = {"by_invariant": oncall.counts, "orphans_left": oncall.orphans_left,
+        counts = {"by_invariant": oncall.counts or {}, "orphans_left": oncall.orphans_left,
                   "orphans_refused": oncall.orphans_refused}
         return {**summary(loop), "counts": counts, "history": history,
                 "detector": loop.detector.to_dict()}

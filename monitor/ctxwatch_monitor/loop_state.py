@@ -65,7 +65,7 @@ class OncallState:
     def __init__(self) -> None:
         self.status = HEALTHY
         self.before_idle: str | None = None      # the status the loop had when it went idle
-        self.counts: dict[str, dict[str, int]] = {}  # invariant id -> decision -> spans naming it
+        self.counts: dict[str, dict[str, int]] | None = None  # invariant id -> decision -> spans naming it
         self.orphans_left = 0                    # tool parts the applied rewrites left orphaned
         self.orphans_refused = 0                 # ... and that the refused rewrites would have left
         self.last_refusal: dict[str, Any] | None = None
@@ -75,7 +75,8 @@ class OncallState:
         self.blocked_time: float | None = None
         self.blocked_reason: str | None = None
         self.alarm_end: float | None = None      # when the loop last left an alarming status (resolved or idle)
-        self.masks: dict[int, int] = {}          # history entry number -> invariant mask (non-zero only)
+        self.masks: dict[int, int] | None = None  # history entry number -> invariant mask (non-zero only)
+        # (both dicts made on first use: most loops never have a refusal, and a loop stays under 2 KB)
 
     # --- following the spans ------------------------------------------------------------------------
     def observe(self, record: MutationRecord, at: float, entry: int | None, history: int, block_after: int
@@ -83,14 +84,17 @@ class OncallState:
         """Follow one span applied in the loop's order; `entry` is the number of the history entry it made
         (None for an append, which makes none)."""
         mask = invariant_mask(record.violations)
-        for name in record.violations:
-            per_decision = self.counts.setdefault(semconv.bounded_invariant(name), {})
-            per_decision[record.decision] = per_decision.get(record.decision, 0) + 1
+        if record.violations:
+            counts = self.counts = self.counts or {}
+            for name in record.violations:
+                per_decision = counts.setdefault(semconv.bounded_invariant(name), {})
+                per_decision[record.decision] = per_decision.get(record.decision, 0) + 1
         orphans = record.orphans_tool_use + record.orphans_tool_result
         if entry is not None and mask:
-            self.masks[entry] = mask
-            for old in [n for n in self.masks if n <= entry - history]:
-                del self.masks[old]
+            masks = self.masks = self.masks or {}
+            masks[entry] = mask
+            for old in [n for n in masks if n <= entry - history]:
+                del masks[old]
         if record.decision in REFUSALS:
             self.orphans_refused += orphans
             self._refused(record, at, mask, block_after)
@@ -154,17 +158,17 @@ class OncallState:
         return "stopped" if self.status == IDLE else "resolved"
 
     def invariants_of(self, entry: int) -> list[str]:
-        return mask_invariants(self.masks.get(entry, 0))
+        return mask_invariants(self.masks.get(entry, 0)) if self.masks else []
 
     # --- reading and persistence ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "before_idle": self.before_idle, "counts": self.counts,
+        return {"status": self.status, "before_idle": self.before_idle, "counts": self.counts or {},
                 "orphans_left": self.orphans_left, "orphans_refused": self.orphans_refused,
                 "last_refusal": self.last_refusal, "streak_mask": self.streak_mask, "streak": self.streak,
                 "applied_since_refusal": self.applied_since_refusal,
                 "halted_time": self.halted_time, "blocked_time": self.blocked_time,
                 "blocked_reason": self.blocked_reason, "alarm_end": self.alarm_end,
-                "masks": {str(k): v for k, v in self.masks.items()}}
+                "masks": {str(k): v for k, v in (self.masks or {}).items()}}
 
     def to_json(self) -> str:
         return _compact(self.to_dict())
@@ -179,7 +183,8 @@ class OncallState:
         if not isinstance(data, dict) or data.get("status") not in STATUSES:
             raise ValueError("column oncall: not an on-call state")
         for name in cls.__slots__:
-            if name in data and name != "masks":
+            if name in data and name not in ("masks", "counts"):
                 setattr(state, name, data[name])
-        state.masks = {int(k): int(v) for k, v in data.get("masks", {}).items()}
+        state.counts = data.get("counts") or None
+        state.masks = {int(k): int(v) for k, v in data.get("masks", {}).items()} or None
         return state
