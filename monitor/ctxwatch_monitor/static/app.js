@@ -83,7 +83,8 @@ function stateText(a) {
 
 function renderAlarms(data) {
   document.getElementById("alarm-retention").textContent =
-    "(stopped and resolved ones stay " + Math.round(data.retention / 60) + " min)";
+    "(stopped and resolved ones stay " + (data.retention < 120 ? Math.round(data.retention) + " s)" :
+      Math.round(data.retention / 60) + " min)");
   const list = document.getElementById("alarms");
   const alarms = [...data.alarms];
   const at = alarms.findIndex((a) => a.loop_id === page.selected);
@@ -150,8 +151,8 @@ function renderChart(loop) {
   const step = points.length > 1 ? (W - L - R) / (last - first) : W - L - R;
   for (const p of points) {
     if (p.d !== null && p.r !== null && p.d < p.r) {
-      nodes.push(svg("rect", { class: "below", x: x(p.cycle) - step / 2, y: T, width: step, height: H - T - B,
-        "data-cycle": p.cycle }));
+      const x0 = Math.max(L, x(p.cycle) - step / 2), x1 = Math.min(W - R, x(p.cycle) + step / 2);
+      nodes.push(svg("rect", { class: "below", x: x0, y: T, width: x1 - x0, height: H - T - B, "data-cycle": p.cycle }));
     }
   }
   nodes.push(svg("line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
@@ -177,7 +178,9 @@ function renderChart(loop) {
   const mark = (cycle, id, cls, label, dy) => {
     if (cycle === null || cycle < first || cycle > last) return;
     nodes.push(svg("line", { id, class: cls, x1: x(cycle), x2: x(cycle), y1: T, y2: H - B, "data-cycle": cycle }));
-    nodes.push(svg("text", { x: x(cycle) + 4, y: T + dy }, label + " " + cycle));
+    const right = x(cycle) > W / 2;  // the label on the side with room
+    nodes.push(svg("text", { x: x(cycle) + (right ? -4 : 4), y: T + dy, "text-anchor": right ? "end" : "start" },
+      label + " " + cycle));
   };
   mark(loop.flagged_cycle, "flag-marker", "flag", "flagged", 24);
   const halt = points.filter((p) => p.decision === "halt").pop();
