@@ -82,7 +82,7 @@ def cold_first_check(base: list[Message], repeat: int, seed: int, enforce: dict 
 
     def setup() -> None:
         state["ctx"], state["prop"] = next(runs)
-        state["guard"] = ContextGuard("bench-cold", pass_cap=None, halt_on_contraction=False, enforce=enforce)
+        state["guard"] = ContextGuard("bench-cold", pass_cap=None, enforce={"contraction": "warn", **(enforce or {})})
 
     def first_check() -> None:
         state["guard"].observe(state["ctx"], boundary=0)
@@ -106,7 +106,7 @@ def main() -> None:
     floor = measure("floor: xxh3 of all 500 messages", lambda: [xxhash.xxh3_128_intdigest(b) for b in encoded],
                     args.repeat)
 
-    guard = ContextGuard("bench", pass_cap=None, halt_on_contraction=False)
+    guard = ContextGuard("bench", pass_cap=None, enforce={"contraction": "warn"})
     guard.observe(base, boundary=0)
     todo = iter(proposals(base, args.repeat + 1, 5, seed=11))
     guard.check(next(todo), kind="compact")  # warm-up: the unchanged messages' caches are filled

@@ -5,6 +5,7 @@ one uvicorn worker, pinned to CPU 0 when there are two or more) and drives it fr
 (pinned to CPU 1) over loopback with pre-encoded OTLP protobuf requests covering >= 100 concurrent
 loops. Phases:
 
+1+2, interleaved in short runs (`--slice-seconds`), so a load change on a shared machine weighs on both:
 1. decode ceiling: POST /bench/decode (same HTTP stack, decodes and reads every span, stores nothing)
 2. full ingest: POST /v1/traces (validation, ordering by ctxwatch.sequence, loop state, the shared
    detector, an SQLite commit before each answer; requests queued together share one: group commit).
@@ -17,7 +18,7 @@ loops. Phases:
 6. idle connections: /healthz latency (a new connection per probe) while 1,000 connections are
    open and idle, against the same probes with none open (same run)
 
-Prints min / median / max of the per-second throughput, p50/p99 latency, RSS, and the ratio of the
+Prints min / median / max of the throughput of the runs, p50/p99 latency, RSS, and the ratio of the
 full path to the decode ceiling measured in the same run. Loopback only; bounded in time.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import os
 import resource
 import socket
@@ -154,53 +156,61 @@ class Monitor:
 
 
 class Run:
-    """Requests posted by `threads` keep-alive connections for `seconds`; per-second span counts."""
+    """POSTs to `path` from `threads` keep-alive connections, in runs of a few seconds (`run`) that add up:
+    span counts per run, statuses, latencies. Bodies are taken in order from one counter shared by the
+    connections and by successive runs, so every loop's cycles are sent in order, each once."""
 
-    def __init__(self, monitor: Monitor, path: str, bodies: list[bytes], seconds: float, threads: int) -> None:
+    def __init__(self, monitor: Monitor, path: str, bodies: list[bytes], threads: int) -> None:
+        self.monitor, self.path, self.bodies, self.threads = monitor, path, bodies, threads
         self.statuses: dict[int, int] = {}
         self.latencies: list[float] = []
-        self.per_second: dict[int, int] = {}
+        self.slices: list[float] = []   # spans/s of each run
+        self.spans = 0
+        self.seconds = 0.0
+        self._next = itertools.count()
+
+    def run(self, seconds: float) -> Run:
         lock = threading.Lock()
+        bodies, spans = self.bodies, [0]
         start = time.monotonic()
         stop = start + seconds
 
-        def worker(index: int) -> None:
-            conn, k = monitor.connection(), index
+        def worker() -> None:
+            conn = self.monitor.connection()
             while time.monotonic() < stop:
+                k = next(self._next)  # one C call: atomic under the GIL
                 body = for_pass(bodies[k % len(bodies)], k // len(bodies))
-                k += threads
                 sent = time.perf_counter()
                 try:
-                    conn.request("POST", path, body, PROTOBUF)
+                    conn.request("POST", self.path, body, PROTOBUF)
                     response = conn.getresponse()
                     response.read()
                     status = response.status
                 except OSError:
-                    status, conn = 0, monitor.connection()
+                    status, conn = 0, self.monitor.connection()
                 elapsed = time.perf_counter() - sent
                 with lock:
                     self.statuses[status] = self.statuses.get(status, 0) + 1
                     if status == 200:
                         self.latencies.append(elapsed)
-                        second = int(time.monotonic() - start)
-                        self.per_second[second] = self.per_second.get(second, 0) + SPANS_PER_REQUEST
+                        spans[0] += SPANS_PER_REQUEST
                 if status in (429, 503):
                     time.sleep(0.001)
 
-        pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+        pool = [threading.Thread(target=worker) for _ in range(self.threads)]
         for t in pool:
             t.start()
         for t in pool:
             t.join()
-        self.seconds = time.monotonic() - start
+        elapsed = time.monotonic() - start
+        self.spans += spans[0]
+        self.seconds += elapsed
+        self.slices.append(spans[0] / elapsed)
+        return self
 
     @property
     def rate(self) -> float:
-        return sum(self.per_second.values()) / self.seconds
-
-    def rates(self) -> list[int]:
-        full = [n for s, n in sorted(self.per_second.items()) if s < int(self.seconds)]
-        return full or [0]
+        return self.spans / self.seconds
 
     def latency(self, q: float) -> float:
         ordered = sorted(self.latencies) or [float("nan")]
@@ -226,13 +236,18 @@ def throughput(args: argparse.Namespace, workdir: Path) -> None:
     monitor = Monitor(workdir / "throughput.sqlite3", "--max-inflight", str(args.threads * 2))
     try:
         rss0 = monitor.rss_mib()
-        ceiling = Run(monitor, "/bench/decode", bodies, args.ceiling_seconds, args.threads)
-        full = Run(monitor, "/v1/traces", bodies, args.seconds, args.threads)
+        # interleaved in short runs, so a load change on the machine weighs on both alike
+        ceiling = Run(monitor, "/bench/decode", bodies, args.threads)
+        full = Run(monitor, "/v1/traces", bodies, args.threads)
+        while full.seconds < args.seconds:
+            ceiling.run(args.slice_seconds * args.ceiling_share)
+            full.run(args.slice_seconds)
         rss1 = monitor.rss_mib()
         print(f"loops: {args.loops} concurrent, {SPANS_PER_REQUEST} spans per request, {len(bodies)} distinct "
               f"bodies of ~{len(bodies[0]) // 1024} KiB, {args.threads} client connections")
-        print(f"decode ceiling  : {ceiling.rate:,.0f} spans/s  (per second: {_mmm(ceiling.rates())})")
-        print(f"full ingest     : {full.rate:,.0f} spans/s  (per second: {_mmm(full.rates())})  "
+        print(f"decode ceiling  : {ceiling.rate:,.0f} spans/s  (per {args.slice_seconds * args.ceiling_share:g} s run: "
+              f"{_mmm(ceiling.slices)})")
+        print(f"full ingest     : {full.rate:,.0f} spans/s  (per {args.slice_seconds:g} s run: {_mmm(full.slices)})  "
               f"statuses {full.statuses}")
         print(f"ratio full/ceiling: {full.rate / ceiling.rate:.2f}  (target >= 0.60; >= 25,000 spans/s)")
         metrics = monitor.get("/metrics")[1].decode()
@@ -244,7 +259,7 @@ def throughput(args: argparse.Namespace, workdir: Path) -> None:
               f"(ceiling p50 {ceiling.latency(0.5):.1f} ms)")
         print(f"RSS             : {rss0:.1f} MiB before, {rss1:.1f} MiB after")
         rss_before = monitor.rss_mib()
-        flood = Run(monitor, "/v1/traces", bodies, args.overload_seconds, args.threads * 8)
+        flood = Run(monitor, "/v1/traces", bodies, args.threads * 8).run(args.overload_seconds)
         refused = flood.statuses.get(429, 0) + flood.statuses.get(503, 0)
         print(f"overload        : {args.threads * 8} connections, max_inflight {args.threads * 2}: "
               f"statuses {flood.statuses} ({refused} refused with 429/503); RSS {rss_before:.1f} -> "
@@ -369,7 +384,10 @@ def idle_connections(args: argparse.Namespace, workdir: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="full-ingest phase length (default 60)")
-    parser.add_argument("--ceiling-seconds", type=float, default=None, help="decode-ceiling phase (default seconds/3)")
+    parser.add_argument("--slice-seconds", type=float, default=2.0,
+                        help="full-ingest runs, each after a decode-ceiling run (default 2)")
+    parser.add_argument("--ceiling-share", type=float, default=0.5,
+                        help="length of each decode-ceiling run, relative to a full-ingest run (default 0.5)")
     parser.add_argument("--overload-seconds", type=float, default=5.0)
     parser.add_argument("--loops", type=int, default=1024, help="concurrent loops (>= 100)")
     parser.add_argument("--loops-per-request", type=int, default=128)
@@ -385,7 +403,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.loops < 100:
         parser.error("--loops must be at least 100")
-    args.ceiling_seconds = args.ceiling_seconds or max(3.0, args.seconds / 3)
     if (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {1})
     with tempfile.TemporaryDirectory(prefix="ctxwatch-bench-") as tmp:

@@ -12,6 +12,7 @@ Importing ctxwatch imports no agent framework and no OpenTelemetry SDK.
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .config import GuardConfig
 from .contraction import ContractionDetector, CycleVerdict, DetectorConfig
 from .directives import find_directives, out_of_band, strip_directives
 from .errors import (
@@ -21,6 +22,7 @@ from .errors import (
     NonIdempotentRewriteError,
     NonMonotonicRewriteError,
     OrphanedToolPairError,
+    PassCapReachedError,
     PolicyMutationError,
 )
 from .fingerprint import Fingerprinter, distance
@@ -43,7 +45,8 @@ __all__ = [
     "ContextRewriteInvalidatesPlanError", "ContractionDetector", "ContractionRegimeError", "CycleVerdict",
     "DetectorConfig", "distance", "find_directives", "Finding", "Fingerprinter", "IdempotenceResult",
     "InvalidContextError", "LiteralRegistry", "Message", "MutationTelemetry", "NonIdempotentRewriteError",
-    "NonMonotonicRewriteError", "OpaquePart", "OrphanedToolPairError", "out_of_band", "PlanStep",
+    "NonMonotonicRewriteError", "OpaquePart", "OrphanedToolPairError", "out_of_band", "PassCapReachedError",
+    "PlanStep", "GuardConfig",
     "PolicyMutationError", "Report", "strip_directives", "TextPart", "ToolCall", "ToolResult", "ToolSchema",
     "verify_jsonl",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import cast
 
 from .errors import (
     ContextRewriteInvalidatesPlanError,
@@ -17,9 +18,10 @@ from .errors import (
     NonIdempotentRewriteError,
     NonMonotonicRewriteError,
     OrphanedToolPairError,
+    PassCapReachedError,
     PolicyMutationError,
 )
-from .report import INVARIANTS, Decision, Finding, stricter
+from .report import INVARIANTS, Action, Decision, Finding, stricter
 
 DEFAULT_ENFORCEMENT: dict[str, str] = {
     "prefix_identity": "defer",       # record 000: alters the consumed prefix, no pair straddles: defer
@@ -27,18 +29,34 @@ DEFAULT_ENFORCEMENT: dict[str, str] = {
     "schema_version": "abort",        # record 000: drops a schema pending history references
     "rerender": "abort",              # record 000: re-render not byte-stable; a broken renderer is not deferrable
     "policy_isolation": "abort",      # record 001
-    "pass_cap": "abort",              # record 001
+    "pass_cap": "abort",              # record 001: rewrites in a row with no new turn (a runaway)
     "directive_colocation": "abort",  # record 003: a stop signal
     "literal_loss": "warn",           # record 003: measured on every rewrite and fed to the alarm; refusal is
                                       # targeted (plan references, policy referents) unless set to abort
     "order": "abort",                 # record 003: a non-rerank rewrite must keep relative order
-    "idempotence": "abort",           # record 003: offline re-application test (check_idempotence)
+    "idempotence": "abort",           # record 003: offline re-application test (ctxwatch check-idempotence);
+                                      # no knob in the guard, which never runs it
     "plan_reference": "abort",        # record 004
     "barrier": "abort",               # record 004
     "contraction": "halt",            # record 003: the loop must be halted
 }
 
 ACTIONS = ("defer", "abort", "halt", "warn", "off")
+
+# One knob per invariant, and only the values that change what the guard does. "halt" stops the loop
+# until `new_episode()`, which only the contraction alarm does; "defer" queues the rewrite until a
+# session boundary (or turns it into whole-pair compaction), which only makes sense where the
+# rewrite may become acceptable later: once the consumed prefix is no longer consumed, or once the
+# call or write in flight has finished.
+ALLOWED_ACTIONS: dict[str, tuple[str, ...]] = {
+    invariant: ("abort", "warn", "off") for invariant in DEFAULT_ENFORCEMENT
+}
+ALLOWED_ACTIONS.update({
+    "prefix_identity": ("defer", "abort", "warn", "off"),
+    "barrier": ("defer", "abort", "warn", "off"),
+    "contraction": ("halt", "warn", "off"),
+    "idempotence": (),
+})
 
 # The error a refusal raises, by the invariant that caused it (first enforced finding wins).
 ERROR_FOR: dict[str, type[NonMonotonicRewriteError]] = {
@@ -47,7 +65,7 @@ ERROR_FOR: dict[str, type[NonMonotonicRewriteError]] = {
     "schema_version": OrphanedToolPairError,
     "rerender": NonMonotonicRewriteError,
     "policy_isolation": PolicyMutationError,
-    "pass_cap": PolicyMutationError,
+    "pass_cap": PassCapReachedError,
     "directive_colocation": NonIdempotentRewriteError,
     "literal_loss": NonIdempotentRewriteError,
     "order": NonIdempotentRewriteError,
@@ -64,8 +82,13 @@ def enforcement_table(overrides: Mapping[str, str] | None) -> dict[str, str]:
     for invariant, action in (overrides or {}).items():
         if invariant not in INVARIANTS:
             raise ValueError(f"enforce: unknown invariant {invariant!r} (known: {', '.join(INVARIANTS)})")
-        if action not in ACTIONS:
-            raise ValueError(f"enforce[{invariant!r}]: unknown action {action!r} (one of {', '.join(ACTIONS)})")
+        allowed = ALLOWED_ACTIONS[invariant]
+        if not allowed:
+            raise ValueError(f"enforce[{invariant!r}]: the guard does not run this check (it is the offline "
+                             "`ctxwatch check-idempotence`), so no action can be set for it")
+        if action not in allowed:
+            raise ValueError(f"enforce[{invariant!r}]: {action!r} is not an action of this invariant "
+                             f"(allowed: {', '.join(allowed)})")
         table[invariant] = action
     return table
 
@@ -80,7 +103,7 @@ def apply_table(findings: list[Finding], table: Mapping[str, str]) -> list[Findi
         if action == "off":
             continue
         if f.action != "warn":
-            wanted = "warn" if action == "warn" else stricter(action, f.action)
+            wanted = cast(Action, "warn" if action == "warn" else stricter(cast(Decision, action), f.action))
             if wanted != f.action:
                 f = replace(f, action=wanted)
         out.append(f)

@@ -3,9 +3,13 @@
 A deferred proposal is kept with the context it was made against. At the next session boundary
 it is rebased onto what was appended since and checked again. Alternatively it is turned into
 whole-pair compaction: a unit is a run of messages bound together by tool pairs (a call and all
-its results, and everything between them); only units the proposal dropped entirely are removed,
-and an elision marker is appended at the frontier (an append, so monotonic) telling the model
-what was elided and carrying the proposal's new text.
+its results, and everything between them); only consumed units the proposal dropped entirely are
+removed, and an elision marker is placed at the frontier (after the last consumed unit) telling
+the model what was elided and carrying the proposal's new text. Everything after the frontier —
+what the model has not read — stays verbatim and in order, and the marker's counts are exact.
+Where the provider's rules forbid the marker at the frontier (Anthropic: a user turn after a user
+turn), it goes to the nearest earlier unit boundary where they allow it; when no place is valid,
+there is no conversion (`validity.provider_problems`).
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .diff import Change
 from .model import Context, Message, TextPart, ToolSchema
+from .validity import provider_problems
 
 ELISION_PREFIX = "[ctxwatch] earlier turns were elided"
 
@@ -30,16 +34,6 @@ class DeferredRewrite:
     def rebase(self, current: Sequence[Message]) -> tuple[Message, ...]:
         """The proposal plus whatever was appended to its base since it was made."""
         return self.proposed + tuple(current[len(self.base.messages):])
-
-    def _change(self) -> Change:
-        return Change.between(self.base, self.proposed, self.kind)
-
-    def dropped_positions(self) -> set[int]:
-        """Indexes (in the base, hence in any context extending it) of the messages the proposal drops."""
-        return {i for i, _ in self._change().removed}
-
-    def added_text(self) -> str:
-        return carried_text(self._change().added_messages)
 
 
 class DeferralQueue:
@@ -96,18 +90,54 @@ def pair_units(messages: Sequence[Message]) -> list[range]:
     return units
 
 
-def whole_pair_compaction(messages: Sequence[Message], dropped: set[int]) -> tuple[list[Message], int, int]:
-    """(kept messages, units elided, messages elided): drop only units whose every position is in
-    `dropped` (positions, not contents: of two identical "ok" turns, the one the proposal dropped)."""
+@dataclass(frozen=True)
+class Conversion:
+    """A whole-pair compaction: the messages to use and how many were elided (in how many units)."""
+
+    messages: tuple[Message, ...]
+    elided: int
+    units: int
+
+
+def whole_pair_conversion(messages: Sequence[Message], boundary: int, dropped: set[int], carried: str, *,
+                          role: str, number: int, format: str | None) -> Conversion | str | None:
+    """Drop the consumed units whose every position is in `dropped` (positions, not contents: of two
+    identical "ok" turns, the one the proposal dropped) and place the elision marker. None when no
+    consumed unit was dropped; a one-line reason when no valid placement of the marker exists."""
+    units = pair_units(messages)
+    frontier = next((u.stop for u in units if boundary - 1 in u), 0)
     kept: list[Message] = []
-    units_elided = elided = 0
-    for unit in pair_units(messages):
+    starts: list[int] = []  # where each kept unit starts in `kept`: the places a marker may go
+    elided = units_elided = 0
+    for unit in units:
+        if unit.start >= frontier:
+            break
         if all(i in dropped for i in unit):
             units_elided += 1
             elided += len(unit)
-        else:
-            kept.extend(messages[i] for i in unit)
-    return kept, units_elided, elided
+            continue
+        starts.append(len(kept))
+        kept.extend(messages[i] for i in unit)
+    if not elided:
+        return None
+    rest = tuple(messages[frontier:])
+    marker = elision_marker(role, elided, units_elided, carried, number)
+    for at in [len(kept), *reversed(starts)]:
+        if not _fits(kept[at - 1] if at else None, kept[at] if at < len(kept) else (rest[0] if rest else None),
+                     marker, format):
+            continue
+        out = (*kept[:at], marker, *kept[at:], *rest)
+        if not provider_problems(out, format):
+            return Conversion(out, elided, units_elided)
+    return (f"no place for the elision marker gives a valid {format or 'ctxwatch'} context after eliding "
+            f"{elided} messages in {units_elided} whole units")
+
+
+def _fits(before: Message | None, after: Message | None, marker: Message, format: str | None) -> bool:
+    """A quick local test of a marker placement (the whole context is checked after it)."""
+    if format != "anthropic":
+        return True
+    return all(m is None or m.role != marker.role for m in (before, after))  # roles alternate around it
 
 
 def carried_text(added: Sequence[Message]) -> str:

@@ -77,10 +77,21 @@ class Change:
                 self.after_digests[p: len(self.after_digests) - s])
 
     @cached_property
+    def _middle_sets(self) -> tuple[set[int], set[int]]:
+        before_mid, after_mid = self._middle
+        return set(before_mid), set(after_mid)
+
+    @cached_property
+    def _unique(self) -> bool:
+        """Whether no digest repeats within either side's middle."""
+        (before_mid, after_mid), (before_s, after_s) = self._middle, self._middle_sets
+        return len(before_s) == len(before_mid) and len(after_s) == len(after_mid)
+
+    @cached_property
     def _counts(self) -> tuple[Counter, Counter]:
         before_mid, after_mid = self._middle
-        before_s, after_s = set(before_mid), set(after_mid)
-        if len(before_s) == len(before_mid) and len(after_s) == len(after_mid):  # no duplicates: sets suffice
+        if self._unique:  # no duplicates: sets suffice
+            before_s, after_s = self._middle_sets
             return Counter(before_s - after_s), Counter(after_s - before_s)
         before_c, after_c = Counter(before_mid), Counter(after_mid)
         return before_c - after_c, after_c - before_c
@@ -100,7 +111,7 @@ class Change:
         if not wanted:
             return []
         end = len(digests) - self.suffix_len
-        if len(wanted) == sum(wanted.values()):  # each wanted digest once: a membership test suffices
+        if self._unique:  # every digest once on each side: a membership test suffices
             return [(i, messages[i]) for i in range(self.prefix_len, end) if digests[i] in wanted]
         left = Counter(wanted)
         out = []
@@ -125,7 +136,7 @@ class Change:
         """Whether the messages both sides keep appear in the same relative order."""
         before_mid, after_mid = self._middle
         removed_c, added_c = self._counts
-        if len(removed_c) == sum(removed_c.values()) and len(added_c) == sum(added_c.values()):
+        if self._unique:
             kept_before = [d for d in before_mid if d not in removed_c]
             kept_after = [d for d in after_mid if d not in added_c]
         else:

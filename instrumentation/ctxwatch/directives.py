@@ -49,7 +49,7 @@ RewriteFn = Callable[[list[Message]], Sequence[Message]]
 class DirectiveHit(NamedTuple):
     """One marker found in one message."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, as NamedTuple fields may
     marker: str
 
 
@@ -70,7 +70,7 @@ def find_directives(messages: Sequence[Message],
                     markers: Iterable[str] = DEFAULT_MARKERS) -> list[DirectiveHit]:
     """Every (message index, marker) pair where the message's text contains the marker."""
     prepared = _prepared(markers)
-    hits = []
+    hits: list[DirectiveHit] = []
     for index, message in enumerate(messages):
         text = _normalise(message.text)
         hits.extend(DirectiveHit(index, marker) for marker, needle in prepared if needle in text)

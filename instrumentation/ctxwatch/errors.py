@@ -29,6 +29,17 @@ class PolicyMutationError(NonMonotonicRewriteError):
     """The rewrite touches, moves or paraphrases the pinned policy region, or the pass cap is reached (record 001)."""
 
 
+class PassCapReachedError(PolicyMutationError):
+    """The pinned pass cap is reached: the loop rewrote its context again and again with no new turn in
+    between (record 001's runaway). Not a problem with the system prompt: stop compacting until new work
+    arrives, give the context more room, or start a new episode."""
+
+    @property
+    def residual_pressure(self) -> int | None:
+        """Characters over the budget when the cap was reached (None when no budget was given)."""
+        return self.report.residual_pressure if self.report is not None else None
+
+
 class NonIdempotentRewriteError(NonMonotonicRewriteError):
     """The rewrite loses protected literals, absorbs its directive, reorders what it keeps, or is not
     stable under re-application (record 003)."""

@@ -10,16 +10,19 @@ unchanged message is not converted twice.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidContextError
 from .model import Message, ToolSchema
+
+if TYPE_CHECKING:
+    from .adapters import Converter
 
 
 class FormatBridge:
     def __init__(self, format: str | None = None) -> None:
         self.format = format
-        self._converter = None
+        self._converter: Converter | None = None
 
     def to_model(self, data: Any) -> tuple[Message, ...]:
         if isinstance(data, (list, tuple)) and not data:
@@ -45,7 +48,7 @@ class FormatBridge:
         fmt = self.format if self.format not in (None, "ctxwatch", "langchain") else None
         return to_tool_schemas(tools, fmt)
 
-    def to_caller(self, messages: Sequence[Message], reference: Sequence[Any]) -> list[Any]:
+    def to_caller(self, messages: Sequence[Message], reference: Any) -> Any:
         """`messages` in the caller's format, reusing the caller's objects from `reference` where unchanged."""
         if self.format in (None, "ctxwatch"):
             return list(messages)
@@ -64,6 +67,35 @@ class FormatBridge:
                 raw = converted[0]
             out.append(raw)
         return out
+
+
+    def checked(self, messages: Sequence[Message], raw: Any) -> Any:
+        """`raw` (the caller's objects for `messages`), in its shape, as long as it still holds exactly
+        the `messages` the guard checked. An object the caller edited in place since is replaced by the
+        guard's own rendering of the checked message: the guard never hands back what it did not check."""
+        try:
+            now = self.to_model(raw)
+        except (InvalidContextError, ValueError, TypeError):
+            now = None
+        if now is not None and [m.digest for m in now] == [m.digest for m in messages]:
+            return copy_shape(raw)
+        try:
+            return self.to_caller(messages, raw)
+        except (InvalidContextError, ValueError, TypeError):
+            return self.to_caller(messages, [])
+
+
+def extended(raw: Any, items: Sequence[Any]) -> Any:
+    """The caller's context `raw` (a list or a request dict) with `items` appended to its messages."""
+    if isinstance(raw, dict):
+        return {**raw, "messages": [*raw.get("messages", ()), *items]}
+    return [*raw, *items]
+
+
+def tail_items(raw: Any, count: int) -> list[Any]:
+    """The caller's objects of the last `count` messages of `raw` (a list or a request dict)."""
+    items = raw.get("messages", ()) if isinstance(raw, dict) else raw
+    return list(items[len(items) - count:]) if count else []
 
 
 def copy_shape(data: Any) -> Any:

@@ -2,6 +2,11 @@
 
 A `Report` is the single value that leaves the guard for every mutation attempt. The agent
 reads `.decision` and `.violations`; telemetry reads the counts and figures (never the text).
+
+A finding's `message` never quotes a literal value or message text: it names invariants, message
+indices, tool-call ids and counts, and describes literals by kind and length (``path, 29 chars``),
+so it is safe in logs, exceptions and spans. `values` is the same message with the values, shown
+only on request (`Report.explain(values=True)`) or with content capture on.
 """
 
 from __future__ import annotations
@@ -41,6 +46,11 @@ class Finding:
     message: str
     action: Action = "abort"
     details: dict[str, Any] = field(default_factory=dict)
+    values: str | None = None  # the message quoting the values it describes (None: `message` quotes none)
+
+    def text(self, values: bool = False) -> str:
+        """The message, with the values it describes when `values` is true."""
+        return self.values if values and self.values is not None else self.message
 
     @property
     def enforced(self) -> bool:
@@ -72,7 +82,9 @@ class Report:
     contraction_state: str = "healthy"
     residual_pressure: int | None = None
     deferred_id: int | None = None
-    resolution: str | None = None   # "whole_pairs": a deferred rewrite applied as whole-pair compaction
+    resolution: str | None = None   # how a deferred rewrite was settled: "whole_pairs" (applied as whole-pair
+                                    # compaction) or "session_boundary" (applied whole, a new episode begun)
+    shadow: bool = False            # report-only mode: the decision is what the guard would have done
     observed: bool = False          # a change the guard found already made (observe): reported, not refused
     episode: int = 0                # how many times `ContextGuard.new_episode` has started a new one
     duration_s: float = 0.0
@@ -87,12 +99,16 @@ class Report:
         """Invariant ids that were found but only reported (the mutation was not refused for them)."""
         return _ordered_ids(f.invariant for f in self.findings if not f.enforced)
 
-    def explain(self) -> str:
-        """One human-readable paragraph: the decision, then each finding's message."""
-        head = f"ctxwatch {self.decision}: {self.kind} on loop {self.loop_id}"
+    def explain(self, values: bool = False) -> str:
+        """One human-readable paragraph: the decision, then each finding's message. Literal values
+        are described by kind and length unless `values` is true."""
+        would = "would " if self.shadow else ""
+        head = f"ctxwatch {would}{self.decision}: {self.kind} on loop {self.loop_id}"
+        if self.shadow:
+            head += " (shadow mode: nothing was changed or refused)"
         if not self.findings:
             return head + " (no findings)"
-        lines = [head] + [f"  [{f.invariant}/{f.action}] {f.message}" for f in self.findings]
+        lines = [head] + [f"  [{f.invariant}/{f.action}] {f.text(values)}" for f in self.findings]
         return "\n".join(lines)
 
 

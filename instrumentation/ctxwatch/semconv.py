@@ -72,6 +72,7 @@ RESIDUAL_PRESSURE = "ctxwatch.pass.residual_pressure"
 DEFERRAL_ID = "ctxwatch.deferral.id"
 DEFERRAL_RESOLUTION = "ctxwatch.deferral.resolution"
 OBSERVED = "ctxwatch.mutation.observed"
+SHADOW = "ctxwatch.mutation.shadow"
 # Opt-in content (only with content capture on).
 LOST_LITERAL_VALUES = "ctxwatch.literals.lost_values"
 FINDING_EVENT = "ctxwatch.guard.finding"
@@ -200,8 +201,11 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(CONTRACTION_CYCLE, "int", "telemetry: the guard's detector cycles in the episode after this one"),
     AttributeSpec(RESIDUAL_PRESSURE, "int", "report, when the pass cap is reached"),
     AttributeSpec(DEFERRAL_ID, "int", "report, on defer"),
-    AttributeSpec(DEFERRAL_RESOLUTION, "string", "report, when a deferred rewrite was applied as whole_pairs"),
+    AttributeSpec(DEFERRAL_RESOLUTION, "string",
+                  "report, when a deferred rewrite was applied as whole_pairs or as a session_boundary"),
     AttributeSpec(OBSERVED, "boolean", "report, true when the change was found already made (observe); never false"),
+    AttributeSpec(SHADOW, "boolean", "report, true in shadow (report-only) mode: the decision is what the guard "
+                  "would have done, the caller's context was used unchanged; never false"),
     AttributeSpec(_G.conversation_compacted, "boolean", "report, true on an applied compact/prune; never false"),
     AttributeSpec(_G.error_type, "string", "report, on abort and halt; on an attempt that raised"),
     AttributeSpec(LOST_LITERAL_VALUES, "string[]", "report, content capture on and literals lost"),

@@ -214,28 +214,29 @@ class Engine:
 
     def _apply_in_order(self, loop: LoopState, record: MutationRecord, now: float) -> None:
         """Apply one span of the loop's episode, in its turn: its own detector follows the cycle, or, once a
-        cycle is missing, the loop follows the state the guard reports."""
+        cycle is missing, the loop follows the state the guard reports. (The caller marks the loop dirty.)"""
         at = _span_time(record, now)
         if record.guard_state is not None:
             loop.guard_state = record.guard_state
-        order = loop.order
+        order, fed, guard_cycle = loop.order, record.feeds_detector, record.guard_cycle
         cycle = 0
         if order.source == MONITOR:
-            if record.feeds_detector:
+            if fed:
                 verdict = loop.detector.update(record.d, record.before, record.lost)
                 cycle = loop.cycles = verdict.cycle
                 loop.onset = verdict.onset
-                self._set_state(loop, verdict.state, cycle, at)
-            if record.guard_cycle is not None and record.guard_cycle != loop.detector.cycle:
+                if verdict.state != loop.state:
+                    self._set_state(loop, verdict.state, cycle, at)
+            if guard_cycle is not None and guard_cycle != loop.detector.cycle:
                 order.source = GUARD
-                order.reason = order.gap or (f"the guard counts {record.guard_cycle} detector cycles in episode "
+                order.reason = order.gap or (f"the guard counts {guard_cycle} detector cycles in episode "
                                              f"{loop.episode}, the monitor {loop.detector.cycle}: spans are missing")
-        if order.source == GUARD and record.guard_cycle is not None:
-            loop.cycles = record.guard_cycle
-            if record.feeds_detector:
-                cycle = record.guard_cycle
-            if record.guard_state in STATES:
-                self._set_state(loop, record.guard_state, record.guard_cycle, at)
+        if order.source == GUARD and guard_cycle is not None:
+            loop.cycles = guard_cycle
+            if fed:
+                cycle = guard_cycle
+            if record.guard_state in STATES and record.guard_state != loop.state:
+                self._set_state(loop, record.guard_state, guard_cycle, at)
         entry = None
         if record.kind != "append":
             entry = loop.entries
@@ -243,14 +244,13 @@ class Engine:
                         record.before, record.lost, cycle)
         loop.oncall.observe(record, at, entry, self.config.history, self.config.block_after)
         self.store.set_status(loop, loop.oncall.status_for(loop.state, self.config.refusing_for), at)
-        self.store.dirty.add(loop.loop_id)
 
     def _set_state(self, loop: LoopState, state: str, cycle: int, at: float) -> None:
-        if state != loop.state:
-            if state == CONTRACTING:
-                loop.flagged, loop.alarm_time = cycle, at
-                self.instruments.onsets.inc(loop.labels)
-            self.store.set_state(loop, state)
+        """Move the loop to another state, noting the alarm when it enters the contraction regime."""
+        if state == CONTRACTING:
+            loop.flagged, loop.alarm_time = cycle, at
+            self.instruments.onsets.inc(loop.labels)
+        self.store.set_state(loop, state)
 
     def _new_episode(self, loop: LoopState, episode: int, at: float) -> None:
         """The loop's spans carry another episode number: the guard started a new episode
@@ -272,9 +272,9 @@ class Engine:
         for loop_id in list(self.waiting):
             loop = self.store.get(loop_id)
             if loop is not None:
-                before = (loop.order.next, loop.episode)
+                before = loop.order.next
                 self.sequencer.expire(loop, now)
-                if (loop.order.next, loop.episode) != before:
+                if loop.order.next != before:
                     changed = True
                     self.store.dirty.add(loop_id)
             if loop is None or not loop.order.waiting:

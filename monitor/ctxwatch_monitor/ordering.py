@@ -18,9 +18,10 @@ Episodes: a span with another episode number than the loop's opens a candidate e
 aside while the loop's own episode goes on; the loop switches to it once two spans of it (two distinct
 sequence numbers) have arrived, whatever their end times. A lower episode number (the fresh guard of a
 restarted process counts from 0 again, but so do the spans of the episodes before, arriving late)
-also needs the loop's own episode to have been quiet for `wait` seconds. One forged span therefore
-cannot reset a loop's detector or clear its alarm, and it leaves no mark on the loop's later spans.
-Spans of the episode the loop left are late. The first span of a loop sets its episode directly.
+also needs a span of it arriving `wait` seconds or more after the last span of the loop's own
+episode. One forged span therefore cannot reset a loop's detector or clear its alarm, and it leaves
+no mark on the loop's later spans. Spans of the episode the loop left are late. The first span of a
+loop sets its episode directly.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ _STORED = (semconv.MUTATION_KIND, semconv.DECISION, semconv.HASH_DISTANCE, semco
            semconv.CONTRACTION_CYCLE, semconv.LOOP_ID, semconv.SERVICE_NAME, AGENT_NAME)
 
 
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dumps with options builds one per call
+
+
 def _stored(record: MutationRecord) -> list[Any]:
     return [record.kind, record.decision, record.d, record.before, record.lost, record.guard_state, record.episode,
             record.sequence, record.guard_cycle, record.loop_id, record.service, record.agent, record.end_ns]
@@ -57,8 +61,8 @@ def _record(stored: list[Any]) -> MutationRecord:
 class LoopOrder:
     """Where a loop is in its guard's sequence, the spans held ahead of it, and whose state it shows."""
 
-    __slots__ = ("next", "pending", "since", "candidate", "candidates", "previous", "source", "reason", "gap",
-                 "seen")
+    __slots__ = ("next", "pending", "since", "candidate", "candidates", "candidate_seen", "previous", "source",
+                 "reason", "gap", "seen")
 
     def __init__(self) -> None:
         self.next = 1                                    # the sequence number expected next in the episode
@@ -66,6 +70,7 @@ class LoopOrder:
         self.since: float | None = None                  # when the oldest of them began waiting
         self.candidate: int | None = None                # another episode number seen, not yet confirmed
         self.candidates: dict[int, MutationRecord] = {}
+        self.candidate_seen = 0.0                        # when a span of it last arrived
         self.previous: int | None = None                 # the episode the loop left last
         self.source = MONITOR
         self.reason: str | None = None                   # why the loop follows the guard's state
@@ -74,30 +79,40 @@ class LoopOrder:
 
     @property
     def waiting(self) -> bool:
-        return bool(self.pending or self.candidates)
+        """Whether spans of the loop's episode wait for a missing one (a gap `Sequencer.expire` gives up)."""
+        return bool(self.pending)
 
     @property
     def sequenced(self) -> bool:
         """Whether the loop has had sequenced spans (then spans without a sequence are not applied)."""
-        return self.next > 1 or self.waiting or self.previous is not None
+        return self.next > 1 or bool(self.pending or self.candidates) or self.previous is not None
 
     def to_json(self) -> str:
-        return json.dumps({"next": self.next, "since": self.since, "candidate": self.candidate,
-                           "previous": self.previous, "source": self.source, "reason": self.reason,
-                           "gap": self.gap, "seen": self.seen,
-                           "pending": [_stored(r) for r in self.pending.values()],
-                           "candidates": [_stored(r) for r in self.candidates.values()]}, separators=(",", ":"))
+        """The state as stored with the loop (the common case, nothing held, written without the encoder:
+        it is written for every loop a commit touches)."""
+        if not (self.pending or self.candidates or self.reason or self.gap or self.since is not None
+                or self.candidate is not None):
+            previous = "null" if self.previous is None else int(self.previous)
+            return (f'{{"next":{int(self.next)},"seen":{float(self.seen)!r},"previous":{previous},'
+                    f'"source":"{self.source}"}}')
+        return _encode({"next": self.next, "since": self.since, "candidate": self.candidate,
+                        "previous": self.previous, "source": self.source, "reason": self.reason,
+                        "gap": self.gap, "seen": self.seen, "candidate_seen": self.candidate_seen,
+                        "pending": [_stored(r) for r in self.pending.values()],
+                        "candidates": [_stored(r) for r in self.candidates.values()]})
 
     @classmethod
     def from_json(cls, text: str | None) -> LoopOrder:
         order = cls()
         if text:
             data = json.loads(text)
-            order.next, order.since, order.candidate = data["next"], data["since"], data["candidate"]
-            order.previous, order.source, order.reason = data["previous"], data["source"], data["reason"]
-            order.gap, order.seen = data["gap"], data["seen"]
-            order.pending = {r.sequence: r for r in map(_record, data["pending"])}
-            order.candidates = {r.sequence: r for r in map(_record, data["candidates"])}
+            order.next, order.seen = data["next"], data["seen"]
+            order.previous, order.source = data["previous"], data["source"]
+            order.since, order.candidate = data.get("since"), data.get("candidate")
+            order.reason, order.gap = data.get("reason"), data.get("gap")
+            order.candidate_seen = data.get("candidate_seen", 0.0)
+            order.pending = {r.sequence: r for r in map(_record, data.get("pending", ()))}
+            order.candidates = {r.sequence: r for r in map(_record, data.get("candidates", ()))}
         return order
 
 
@@ -120,6 +135,10 @@ class Sequencer:
         candidate episode) or LATE (counted by the caller, not applied)."""
         order: LoopOrder = loop.order
         sequence = record.sequence
+        if sequence == order.next and record.episode == loop.episode and not order.pending:  # the usual case
+            order.next, order.seen = sequence + 1, now
+            self._apply(loop, record, now)
+            return APPLIED
         if record.episode != loop.episode:
             if record.episode == order.previous:
                 return LATE
@@ -127,10 +146,6 @@ class Sequencer:
         order.seen = now
         if sequence < order.next or sequence in order.pending:
             return LATE
-        if sequence == order.next and not order.pending:
-            order.next += 1
-            self._apply(loop, record, now)
-            return APPLIED
         held = sequence != order.next
         order.pending[sequence] = record
         if order.since is None:
@@ -141,10 +156,8 @@ class Sequencer:
         return HELD if held else APPLIED
 
     def expire(self, loop: Any, now: float) -> None:
-        """Give up the gap a held span has waited `wait` seconds for, apply what follows it; switch to a
-        candidate episode whose wait is over."""
+        """Give up the gap a held span has waited `wait` seconds for; apply what follows it."""
         order: LoopOrder = loop.order
-        self._maybe_switch(loop, now)
         while order.pending and order.since is not None and now - order.since >= self.wait:
             self._skip_gap(loop, now, f"not received within {self.wait:g} s")
 
@@ -173,6 +186,7 @@ class Sequencer:
         order: LoopOrder = loop.order
         if order.candidate != record.episode:
             order.candidate, order.candidates = record.episode, {}
+        order.candidate_seen = now
         fresh = record.sequence not in order.candidates and len(order.candidates) < self.window
         if fresh:
             order.candidates[record.sequence] = record
@@ -184,8 +198,8 @@ class Sequencer:
         order: LoopOrder = loop.order
         if order.candidate is None or len(order.candidates) < EPISODE_CONFIRMATIONS:
             return
-        if order.candidate < loop.episode and now - order.seen < self.wait:
-            return  # the loop's own episode is still under way: these may be spans of an episode before
+        if order.candidate < loop.episode and order.candidate_seen - order.seen < self.wait:
+            return  # they came while the loop's own episode went on: they may be spans of an episode before
         while order.pending:  # what the episode left behind is applied before it ends
             self._skip_gap(loop, now, "its episode ended")
         held, left = order.candidates, loop.episode

@@ -5,11 +5,11 @@ the tests export its spans over OTLP/HTTP to monitors started as subprocesses. E
 one behaviour an alert is about (service ``fleet``):
 
   absorber      record 003, instruction absorption (`simulate.absorption_loop`), guard with
-                ``halt_on_contraction=False``: the loop keeps emitting contracting cycles
+                ``enforce={"contraction": "warn"}``: the loop keeps emitting contracting cycles
   summarizer    healthy literal-preserving summarization (`simulate.summarizing_loop`)
   orphaner      record 000: prunes that drop a tool result and keep its call (abort, orphans)
   editor        record 001: a system-prompt patch of the pinned policy (abort, policy_isolation)
-  capped        record 001: prunes past the pinned pass cap (abort, pass_cap)
+  capped        record 001: prunes in a row past the pinned pass cap (abort, pass_cap)
   deferrer      record 000 row 2: compactions of the consumed prefix in whole pairs (defer; the queue grows)
 
 A loop is a generator performing one mutation per `next()`, so `Fleet.step()` advances every loop by
@@ -22,10 +22,11 @@ matters is that one loop always reaches one replica).
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ctxwatch import semconv
@@ -54,13 +55,13 @@ def _rewrite_cycles(guard: ContextGuard, loop: SyntheticLoop) -> Step:
 
 
 def absorber(loop_id: str, seed: int, telemetry: MutationTelemetry, cycles: int) -> Step:
-    guard = _guard(loop_id, CONTRACTING_AGENT, telemetry, pass_cap=None, halt_on_contraction=False,
-                   enforce={"directive_colocation": "warn"})
+    guard = _guard(loop_id, CONTRACTING_AGENT, telemetry, pass_cap=None,
+                   enforce={"contraction": "warn", "directive_colocation": "warn"})
     return _rewrite_cycles(guard, absorption_loop(seed, cycles=cycles, absorbed_at=2))
 
 
 def summarizer(loop_id: str, seed: int, telemetry: MutationTelemetry, cycles: int) -> Step:
-    guard = _guard(loop_id, HEALTHY_AGENT, telemetry, pass_cap=None, halt_on_contraction=False)
+    guard = _guard(loop_id, HEALTHY_AGENT, telemetry, pass_cap=None, enforce={"contraction": "warn"})
     return _rewrite_cycles(guard, summarizing_loop(seed, cycles=cycles))
 
 
@@ -89,16 +90,20 @@ def editor(loop_id: str, seed: int, telemetry: MutationTelemetry, cycles: int) -
 
 
 def capped(loop_id: str, seed: int, telemetry: MutationTelemetry, cycles: int) -> Step:
+    """A runaway: after each new turn it prunes again and again with nothing new in between, so the
+    third prune in a row meets the cap of 2."""
     guard = _guard(loop_id, "capped", telemetry, pass_cap=2, budget=200)
     messages = _session(loop_id)
     for t in range(cycles):
-        messages += [user(f"Row {seed}-{t}: balance 1{t:02d}.00 EUR."), assistant(f"Noted row {seed}-{t}.")]
+        messages += [user(f"Row {seed}-{t}: balance 1{t:02d}.00 EUR."), assistant(f"Noted row {seed}-{t}."),
+                     user(f"Row {seed}-{t}: checked.")]
         guard.observe(messages, boundary=0)
-        proposed = messages[:-1]
-        decision = guard.check(proposed, kind="prune").decision
-        if decision == "patch":
-            messages = proposed
-        yield decision
+        for _ in range(3):
+            proposed = messages[:-1]
+            decision = guard.check(proposed, kind="prune").decision
+            if decision == "patch":
+                messages = proposed
+            yield decision
 
 
 def deferrer(loop_id: str, seed: int, telemetry: MutationTelemetry, cycles: int) -> Step:
@@ -153,6 +158,18 @@ class Fleet:
 def shard_of(loop_id: str, shards: int) -> int:
     """The replica a loop is routed to: the loop id's SHA-256, modulo the number of replicas."""
     return int.from_bytes(hashlib.sha256(loop_id.encode("utf-8")).digest()[:8], "big") % shards
+
+
+class SpanCount(SpanProcessor):
+    """Counts the spans the fleet's guards end (their decisions, and the append spans of `observe`)."""
+
+    def __init__(self) -> None:
+        self.ended = 0
+        self._lock = threading.Lock()
+
+    def on_end(self, span: ReadableSpan) -> None:
+        with self._lock:
+            self.ended += 1
 
 
 class ShardRouter(SpanExporter):

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 import pytest
-from mixin_fleet import AGENTS, CONTRACTING_AGENT, HEALTHY_AGENT, SERVICE, Fleet, ShardRouter, shard_of
+from mixin_fleet import AGENTS, CONTRACTING_AGENT, HEALTHY_AGENT, SERVICE, Fleet, ShardRouter, SpanCount, shard_of
 from mixin_names import shipped_rules
 from mixin_stack import (
     ALERTMANAGER,
@@ -96,12 +96,13 @@ def _accepted(prom: PromQL, job: str) -> float:
     return float(result[0]["value"][1]) if result else 0.0
 
 
-def _drive(fleet: Fleet, provider: TracerProvider, ingest_urls: list[str], prom: PromQL) -> int:
-    """Run the fleet round by round; after each round wait until Prometheus has scraped its spans from
-    both the single monitor and the replicas, so each round lands in its own scrape. Returns the spans sent."""
+def _drive(fleet: Fleet, provider: TracerProvider, count: SpanCount, ingest_urls: list[str], prom: PromQL) -> int:
+    """Run the fleet round by round; after each round wait until Prometheus has scraped its spans (the
+    decisions and the append spans of observed turns) from both the single monitor and the replicas, so
+    each round lands in its own scrape. Returns the spans sent."""
     sent = 0
     while fleet.step():
-        sent = sum(len(d) for d in fleet.decisions.values())
+        sent = count.ended
         assert provider.force_flush(30_000)
         for url in ingest_urls:
             _bad_requests(url)
@@ -133,10 +134,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                  lambda: len(prom.query('up{job=~"ctxwatch-monitor.*"} == 1')) == 4, 60)
 
         exporter = lambda s: OTLPSpanExporter(endpoint=s.url + "/v1/traces", timeout=30)  # noqa: E731
+        count = SpanCount()
+        provider.add_span_processor(count)
         for target in (exporter(single), ShardRouter([exporter(shard0), exporter(shard1)]), exporter(capped)):
             provider.add_span_processor(BatchSpanProcessor(target, schedule_delay_millis=100))
         fleet = Fleet(MutationTelemetry(tracer_provider=provider), CYCLES)
-        spans = _drive(fleet, provider, [single.url, shard0.url, shard1.url], prom)
+        spans = _drive(fleet, provider, count, [single.url, shard0.url, shard1.url], prom)
         sharded = [{loop for loop in fleet.loops if shard_of(loop, REPLICAS) == i} for i in range(REPLICAS)]
         yield Stack(prom, receiver, fleet, spans, sharded)
     finally:

@@ -98,8 +98,8 @@ def test_the_guard_measures_every_cycle_as_the_simulation_does():
     """One measurement: the figures and state a guard reports equal those `judge` computes."""
     for seed in range(4):
         loop = absorption_loop(seed)
-        guard = ContextGuard(f"loop-{seed}", pass_cap=None, halt_on_contraction=False,
-                             enforce={"directive_colocation": "warn"})
+        guard = ContextGuard(f"loop-{seed}", pass_cap=None,
+                             enforce={"directive_colocation": "warn", "contraction": "warn"})
         reported = []
         for cycle in loop.cycles:
             guard.observe(list(cycle.pre), boundary=1)

@@ -112,7 +112,9 @@ def test_an_anthropic_request_dict_keeps_its_shape_through_the_guard():
     compacted = {"system": request["system"], "messages": [summary] + msgs[3:]}
     out = guard.apply(compacted, kind="compact")            # deferred: compacted in whole pairs
     assert out["system"] == request["system"]
-    assert out["messages"][-1]["content"].startswith("[ctxwatch] earlier turns were elided")
+    # the history now starts with the assistant's call, so the marker opens it (Anthropic: user first)
+    assert "[ctxwatch] earlier turns were elided" in str(out["messages"][0]["content"])
+    assert out["messages"][1:] == msgs[3:]
     with pytest.raises(NonMonotonicRewriteError):            # the system prompt was consumed
         guard.self_edit("You are a support agent. Be brief.")
 

@@ -40,7 +40,7 @@ def test_dict_messages_with_bad_fields_name_the_index_and_field():
 def test_unknown_kind_and_enforcement_are_refused_clearly():
     with pytest.raises(ValueError, match="unknown invariant 'literals'"):
         ContextGuard("x", enforce={"literals": "abort"})
-    with pytest.raises(ValueError, match="unknown action 'maybe'"):
+    with pytest.raises(ValueError, match="'maybe' is not an action of this invariant"):
         ContextGuard("x", enforce={"literal_loss": "maybe"})
     guard = ContextGuard("x")
     with pytest.raises(ValueError, match="kind must be one of"):
@@ -60,7 +60,8 @@ def test_a_failing_check_refuses_the_rewrite(monkeypatch):
     report = guard.check(msgs[:1] + msgs[6:], kind="compact")
     assert report.decision == "abort"
     assert report.violations == ["policy_isolation"]
-    assert "failed internally (RuntimeError: boom)" in report.explain()
+    assert "failed internally (RuntimeError)" in report.explain()
+    assert "boom" not in report.explain()  # an exception's text may quote content: only its type is named
 
 
 def test_huge_and_deeply_nested_content_does_not_crash_the_guard():

@@ -99,3 +99,81 @@ def test_a_message_wedged_between_a_call_and_its_result_is_always_refused(messag
     guard.observe(messages, boundary=0)
     report = guard.check(messages[:at] + [wedge] + messages[at:], kind="rewrite")
     assert report.decision == "abort" and "tool_pairing" in report.violations, report.explain()
+
+
+def observables(guard: ContextGuard) -> tuple:
+    """Everything a caller can see of the guard's state (issue 12's property)."""
+    context = guard.context
+    return ([m.digest for m in context.messages], context.boundary, guard.passes_used, guard.detector.to_dict(),
+            len(guard.provenance), guard.halted_at, guard.episode, [m.digest for m in guard.messages])
+
+
+@st.composite
+def proposals(draw, messages: list[Message]) -> list[Message]:
+    """A rewrite of `messages`: some dropped, a summary inserted, maybe a swap, maybe new turns appended."""
+    out = [m for m in messages if not draw(st.booleans()) or m.role == "system"]
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(out)))
+        out.insert(at, Message("user", [TextPart("Summary: " + " ".join(draw(st.lists(st.sampled_from(WORDS),
+                                                                                          max_size=4))))]))
+    if len(out) > 2 and draw(st.booleans()):
+        i = draw(st.integers(1, len(out) - 2))
+        out[i], out[i + 1] = out[i + 1], out[i]
+    if draw(st.booleans()):
+        out += draw(conversations(tag=f"p{draw(st.integers(0, 10_000))}"))[1:]
+    return out
+
+
+@SETTINGS
+@given(conversations(min_rounds=1), st.data())
+def test_a_check_that_is_not_a_patch_changes_nothing_and_apply_decides_the_same(messages, data):
+    guard = ContextGuard("prop-pure", pass_cap=data.draw(st.sampled_from([None, 2, 8])), tools=TOOLS,
+                         deferral="queue")
+    guard.observe(messages, boundary=data.draw(st.integers(0, len(messages))))
+    for step in range(data.draw(st.integers(1, 6))):
+        current = list(guard.messages)
+        action = data.draw(st.sampled_from(["observe", "check", "resolve", "apply"]))
+        if action == "observe":
+            guard.observe(current + data.draw(conversations(tag=f"o{step}"))[1:])
+            continue
+        proposal = data.draw(proposals(current))
+        before = observables(guard)
+        report = guard.check(proposal, kind="compact")
+        if report.decision == "patch":
+            continue
+        assert observables(guard) == before, report.explain()
+        if action == "check":
+            continue
+        again, _ = guard.resolve(proposal, kind="compact")
+        assert again.decision == report.decision and again.violations == report.violations
+        if action == "apply" and again.decision in ("abort", "halt"):
+            try:
+                guard.apply(proposal, kind="compact")
+            except Exception as refused:  # noqa: BLE001 - the typed refusal, whose report decides the same
+                assert refused.report.decision == report.decision  # type: ignore[attr-defined]
+            else:
+                raise AssertionError("apply did not raise for " + report.explain())
+
+
+@SETTINGS
+@given(conversations(min_rounds=1), st.sampled_from(["openai_chat", "anthropic", "openai_responses"]), st.data())
+def test_whole_pair_conversion_keeps_everything_after_the_frontier_and_is_valid_or_not_made(messages, fmt, data):
+    from hypothesis import assume
+
+    from ctxwatch.deferral import ELISION_PREFIX, Conversion, whole_pair_conversion
+    from ctxwatch.validity import provider_problems
+
+    assume(not provider_problems(messages, fmt))
+    boundary = data.draw(st.integers(0, len(messages)))
+    dropped = set(data.draw(st.lists(st.integers(0, len(messages) - 1), unique=True)))
+    out = whole_pair_conversion(messages, boundary, dropped, "summary", role="user", number=1, format=fmt)
+    if not isinstance(out, Conversion):
+        return
+    assert not provider_problems(out.messages, fmt)
+    (marker,) = [m for m in out.messages if m.text.startswith(ELISION_PREFIX)]
+    kept = [m for m in out.messages if m is not marker]
+    assert len(messages) - len(kept) == out.elided and f": {out.elided} messages in {out.units} " in marker.text
+    units = pair_units(messages)
+    frontier = next((u.stop for u in units if boundary - 1 in u), 0)
+    assert kept[len(kept) - (len(messages) - frontier):] == messages[frontier:]  # the unread part, verbatim
+    assert all(i in dropped for i, m in enumerate(messages) if m not in kept)   # only what was dropped goes

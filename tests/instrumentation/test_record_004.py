@@ -90,7 +90,8 @@ def test_a_value_bound_to_a_surviving_name_counts_as_altered():
     assert report.decision == "abort"
     finding = next(f for f in report.findings if f.invariant == "plan_reference")
     assert finding.details["symbols"] == ["config_path"]
-    assert "/etc/payments/config.yaml" in finding.message
+    assert "/etc/payments/config.yaml" not in finding.message and "<path, 25 chars>" in finding.message
+    assert "/etc/payments/config.yaml" in report.explain(values=True)
 
 
 def test_unreferenced_detail_may_be_compressed():

@@ -20,7 +20,14 @@ class SpanCapture:
         self.telemetry = MutationTelemetry(self.provider, environ={})
 
     def spans(self) -> list:
-        return [s for s in self.exporter.get_finished_spans() if s.name.startswith(semconv.SPAN_NAME_PREFIX)]
+        """The guard's mutation spans, appends left out (every observed turn has one; see `appends`)."""
+        return [s for s in self.exporter.get_finished_spans() if s.name.startswith(semconv.SPAN_NAME_PREFIX)
+                and s.attributes.get(semconv.MUTATION_KIND) != "append"]
+
+    def appends(self) -> list:
+        """The append spans of observed turns."""
+        return [s for s in self.exporter.get_finished_spans() if s.name.startswith(semconv.SPAN_NAME_PREFIX)
+                and s.attributes.get(semconv.MUTATION_KIND) == "append"]
 
     def summary(self) -> list[tuple[str, str]]:
         """(span name, decision) of every guard span, in order."""

@@ -234,3 +234,21 @@ def test_a_restarted_guard_counting_episodes_from_0_again_is_followed(monitor: M
     assert detail["episode"] == 0 and detail["state"] == "contracting"
     assert detail["detector"] == in_process.to_dict()
     sender.close()
+
+
+def test_a_loop_that_only_appends_is_visible_in_the_monitor_from_its_first_turn(monitor: MonitorProcess) -> None:
+    """Issue 13: `observe()` of appended turns emits an append span (real SDK → OTLP/HTTP → the monitor
+    subprocess), so a loop that never rewrites still appears, counted by kind `append`."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "appender"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=monitor.url + "/v1/traces")))
+    guard = ContextGuard("loop-append-only", agent="appender", telemetry=MutationTelemetry(tracer_provider=provider))
+    messages = [Message("system", "You are a helpful agent.")]
+    for turn in range(5):
+        messages += [Message("user", f"question {turn}"), Message("assistant", f"answer {turn}")]
+        guard.observe(messages)
+    provider.force_flush()
+    detail = monitor.get("/api/loops/loop-append-only").json()
+    assert detail["state"] == "healthy" and detail["guard_state"] == "healthy"
+    metrics = httpx.get(monitor.url + "/metrics").text
+    assert metric_value(metrics, "ctxwatch_mutations_total", agent="appender", kind="append", decision="patch") == 5
+    provider.shutdown()

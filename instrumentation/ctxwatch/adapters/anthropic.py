@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ..errors import InvalidContextError
 from ..model import Message, Part, ToolCall, ToolResult
@@ -89,7 +89,7 @@ def _block_writer(index: int) -> Callable[[Part, dict], dict]:
     def write_block(part: Part, entry: dict) -> dict:
         if isinstance(part, ToolCall):
             return _write_use(part, entry, index)
-        return _write_result(part, entry, index)  # write_content hands over only calls and results
+        return _write_result(cast(ToolResult, part), entry, index)  # write_content hands over calls and results
     return write_block
 
 

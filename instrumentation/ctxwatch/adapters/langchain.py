@@ -48,7 +48,7 @@ def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Messa
     if is_langchain_object(item):
         kind = item.type
         data = vars(item)
-        defaults = _defaults(type(item))
+        defaults = _defaults(type(item))  # type: ignore[arg-type]  # a class is hashable
         shape: dict[str, Any] = {}
     else:
         outer = r.mapping(item, None)

@@ -28,7 +28,8 @@ class MonitorProcess:
 
     def __init__(self, port: int, state: Path, *, startup_timeout_s: float = 30.0) -> None:
         cmd = [sys.executable, "-m", "ctxwatch_monitor", "--host", "127.0.0.1", "--port", str(port),
-               "--state", str(state), "--log-level", "warning"]
+               "--state", str(state), "--log-level", "warning",
+               "--grpc-port", "off"]  # the demo's guards send OTLP/HTTP; 4317 stays free for the user
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
         try:
             # its own session: a terminal's Ctrl-C (or hang-up) reaches the demo only, which keeps the

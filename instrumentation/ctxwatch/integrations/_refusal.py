@@ -6,7 +6,8 @@ guard's whole-pair compaction of the edit with its elision marker, in the same a
 edits the current context, the edit queued for the next session boundary).
 ``abort`` / ``halt``: the guard's current context stays and, with ``on_refusal="raise"``, the
 record's typed error is raised (its message names the invariant, the ids, the provider error it
-avoids, and what to do); with ``on_refusal="keep"`` the refusal is only reported.
+avoids, and what to do); with ``on_refusal="keep"`` the refusal is only reported. In shadow mode the
+edit always stands and nothing is raised; the span says what the guard would have done.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ def settle(guard: ContextGuard, proposal: Any, **options: Any) -> tuple[Report, 
     """Check an edit the framework made: ``(report, kept)`` where `kept` is None when the edit stands
     (patch), else the context to use instead, in the caller's format (see `ContextGuard.resolve`)."""
     report, context = guard.resolve(proposal, **options)
-    edit_stands = report.decision == "patch" and report.resolution is None
+    edit_stands = report.shadow or (report.decision == "patch" and report.resolution is None)
     return report, None if edit_stands else context
 
 
 def raise_refusal(report: Report, on_refusal: str) -> None:
     """Raise the record's typed error for an abort or halt when `on_refusal` is ``"raise"``."""
-    if on_refusal == "raise" and report.decision in ("abort", "halt"):
+    if on_refusal == "raise" and report.decision in ("abort", "halt") and not report.shadow:
         raise error_for(report.findings, report.decision)(report.explain(), report)

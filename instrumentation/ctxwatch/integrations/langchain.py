@@ -38,11 +38,11 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
-from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, RemoveMessage
 from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
@@ -206,7 +206,8 @@ class ContextGuardMiddleware(AgentMiddleware):
             return response
         conv.accounted = restore + produced
         model_response = inner if isinstance(inner, ModelResponse) else ModelResponse(result=produced)
-        command = Command(update={"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *restore, *produced]})
+        update = {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *restore, *produced]}
+        command: Command[Any] = Command(update=update)
         return ExtendedModelResponse(model_response=model_response, command=command)
 
 
@@ -225,6 +226,7 @@ def _same(a: Sequence[BaseMessage], b: Sequence[BaseMessage]) -> bool:
 
 
 def _with_messages(request: ModelRequest, messages: Sequence[BaseMessage]) -> ModelRequest:
-    if messages and messages[0].type == "system":
-        return request.override(system_message=messages[0], messages=list(messages[1:]))
-    return request.override(system_message=None, messages=list(messages))
+    rest = cast(list[AnyMessage], list(messages))
+    if rest and rest[0].type == "system":
+        return request.override(system_message=rest[0], messages=rest[1:])
+    return request.override(system_message=None, messages=rest)

@@ -21,7 +21,7 @@ import functools
 from collections.abc import Callable, Collection
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from ..guard import ContextGuard
 from ..telemetry import MutationTelemetry
@@ -58,7 +58,7 @@ class LangChainInstrumentor(BaseInstrumentor):
 
         self._patched = [(module, module.create_agent) for module in (factory, agents)]
         for module, _ in self._patched:
-            module.create_agent = create_agent
+            module.create_agent = create_agent  # type: ignore[attr-defined]
 
     def _uninstrument(self, **kwargs: Any) -> None:
         for module, original in getattr(self, "_patched", ()):

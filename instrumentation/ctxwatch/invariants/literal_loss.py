@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from ..diff import Change
 from ..literals import LiteralDiff, LiteralRegistry
+from ..redaction import listed
 from ..report import Finding
 
 
@@ -31,5 +32,6 @@ def check_literal_loss(diff: LiteralDiff) -> list[Finding]:
     if not diff.lost:
         return []
     shown = sorted(diff.lost)
-    return [Finding("literal_loss", f"the rewrite loses {len(shown)} of {diff.before} protected literals: "
-                    f"{shown[:12]}{' …' if len(shown) > 12 else ''}", details={"lost": shown})]
+    head = f"the rewrite loses {len(shown)} of {diff.before} protected literals: "
+    return [Finding("literal_loss", head + listed(shown, quoted=False), details={"lost": shown},
+                    values=head + listed(shown, quoted=True))]

@@ -17,6 +17,7 @@ from typing import Literal
 
 from ..literals import LiteralRegistry
 from ..model import Message
+from ..redaction import shown
 from ..report import Finding
 from .references import SymbolIndex, extract_symbols
 
@@ -80,18 +81,20 @@ def check_plan(plan: Plan, index: SymbolIndex, removed: Sequence[Message],
     refs = plan.live_refs()
     if not refs or not removed:
         return []
-    dangling = index.dangling(list(refs), removed, added)
+    dangling = index.dangling(list(refs), removed, added, literals=plan.literals)
     if not dangling:
         return []
     steps = sorted({sid for s in dangling for sid in refs[s]})
-    named = "; ".join(f"{s!r} ({why}; used by step {', '.join(refs[s])})" for s, why in sorted(dangling.items()))
-    return [Finding(
-        "plan_reference",
-        f"the rewrite alters symbols pending plan steps reference: {named}. Pin them "
-        f"(guard.pin_symbols(proposed, {sorted(dangling)}) keeps their defining lines verbatim) or "
-        f"invalidate steps {steps} (guard.plan.invalidate(...)) and rebuild the plan before resuming.",
-        details={"symbols": sorted(dangling), "steps": steps},
-    )]
+
+    def message(quoted: bool) -> str:
+        named = "; ".join(f"{shown(s, quoted=quoted)} ({why.text(quoted)}; used by step "
+                          f"{', '.join(refs[s])})" for s, why in sorted(dangling.items()))
+        return (f"the rewrite alters {len(dangling)} symbols pending plan steps reference: {named}. Pin them "
+                "(guard.pin_symbols(proposed, error.dangling) keeps their defining lines verbatim) or "
+                f"invalidate steps {steps} (guard.plan.invalidate(...)) and rebuild the plan before resuming.")
+
+    return [Finding("plan_reference", message(False), details={"symbols": sorted(dangling), "steps": steps},
+                    values=message(True))]
 
 
 def check_barrier(pending_calls: Iterable[str], in_flight: Sequence[str], is_append: bool) -> list[Finding]:

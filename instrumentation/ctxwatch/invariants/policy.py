@@ -1,5 +1,9 @@
 """Record 001: the pinned policy region and the pinned pass cap.
 
+The pass cap counts rewrite passes in a row with no new turn between them (a model turn or a tool
+result): a healthy agent that compacts now and then never reaches it however long it runs, a loop
+that compacts its own compaction again and again is stopped at the cap.
+
 The policy region is declared when the guard is made (message ids, or a predicate over
 (index, message)) and resolved on the first context the guard observes; from then on it is
 fixed. Every pinned message must survive every rewrite byte for byte, in the same order, at its
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from ..diff import Change
 from ..literals import LiteralRegistry
 from ..model import Message
+from ..redaction import shown
 from ..report import Finding
 from .references import SymbolIndex, extract_symbols
 
@@ -108,14 +113,14 @@ class PolicyRegion:
             dangling = index.dangling(sorted(self.symbols), change.removed_messages, change.added_messages,
                                       floor=self._floor)
             if dangling:
-                findings.append(Finding(
-                    "policy_isolation",
-                    "the rewrite removes the last payload copy of what pinned policy names: "
-                    + "; ".join(f"{s!r} ({why})" for s, why in sorted(dangling.items()))
-                    + ". Without it the policy no longer matches the work it constrains; keep those "
-                    "lines verbatim.",
-                    details={"symbols": sorted(dangling)},
-                ))
+                def message(quoted: bool) -> str:
+                    named = "; ".join(f"{shown(s, quoted=quoted)} ({why.text(quoted)})"
+                                      for s, why in sorted(dangling.items()))
+                    return ("the rewrite removes the last payload copy of what pinned policy names: " + named
+                            + ". Without it the policy no longer matches the work it constrains; keep those "
+                            "lines verbatim.")
+                findings.append(Finding("policy_isolation", message(False), details={"symbols": sorted(dangling)},
+                                        values=message(True)))
         return findings
 
 
@@ -128,17 +133,20 @@ def _name(span: PinnedSpan) -> str:
     return f"id {span.message_id!r}" if span.message_id else f"message {span.index}"
 
 
-def check_pass_cap(passes_used: int, cap: int | None, size: int,
+def check_pass_cap(passes_in_a_row: int, cap: int | None, size: int,
                    budget: int | None) -> tuple[list[Finding], int | None]:
-    """At the cap, refuse and report residual pressure (characters over budget) instead of editing."""
-    if cap is None or passes_used < cap:
+    """At the cap (rewrite passes in a row with no new turn between them), refuse and report residual
+    pressure (characters over budget) instead of editing again."""
+    if cap is None or passes_in_a_row < cap:
         return [], None
     pressure = size - budget if budget is not None else None
-    over = (f"; residual pressure {pressure} characters over the budget of {budget}" if pressure is not None
-            else f"; the context holds {size} characters")
+    over = (f"residual pressure {pressure} characters over the budget of {budget}" if pressure is not None
+            else f"the context holds {size} characters (no budget given)")
     return [Finding(
         "pass_cap",
-        f"the pinned cap of {cap} rewrite passes per episode is reached{over}. Stop editing and surface "
-        "the pressure to the host (a larger window, a new episode, or external compaction).",
-        details={"cap": cap, "residual_pressure": pressure},
+        f"the pass cap is reached: {passes_in_a_row} rewrite passes in a row with no new turn between them "
+        f"(cap {cap}); {over}. The rewrite policy is looping on its own output: stop rewriting until the "
+        "agent adds a turn, give the context more room (a larger window or budget), or start a new episode "
+        "(guard.session_boundary()).",
+        details={"cap": cap, "passes_in_a_row": passes_in_a_row, "residual_pressure": pressure},
     )], pressure

@@ -31,8 +31,8 @@ def check_prefix(change: Change, allowed: bool = False) -> list[Finding]:
         "prefix_identity",
         f"the rewrite alters the consumed prefix (messages 0..{boundary - 1}; first difference at message "
         f"{change.prefix_len}); the model generated its last turn from the old prefix. Deferred to the next "
-        "session boundary (guard.session_boundary()) or compact in whole-pair units "
-        "(guard.compact_in_whole_pairs()).",
+        "session boundary (guard.session_boundary()), or settled at once by the guard's deferral mode "
+        "(resolve/apply: whole-pair compaction by default for compact and prune).",
         action="defer", details=details,
     )]
 

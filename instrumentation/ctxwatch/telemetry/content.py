@@ -7,7 +7,7 @@ nothing). When on, the span additionally carries:
 - ``ctxwatch.literals.lost_values``: the protected literals the rewrite would drop, sorted, at
   most `semconv.MAX_CAPTURED_LITERALS` of them;
 - one ``ctxwatch.guard.finding`` span event per finding, with the invariant id, the action and
-  the guard's message (which may quote tool-call ids, symbols and literal values).
+  the guard's message quoting the values it describes (symbols, literal values).
 
 Message text, tool arguments and tool results are never captured, with capture on or off.
 """
@@ -33,5 +33,5 @@ def add_finding_events(span: Any, report: Report) -> None:
         span.add_event(semconv.FINDING_EVENT, {
             semconv.FINDING_INVARIANT: finding.invariant,
             semconv.FINDING_ACTION: finding.action,
-            semconv.FINDING_MESSAGE: finding.message,
+            semconv.FINDING_MESSAGE: finding.text(values=True),
         })

@@ -67,6 +67,8 @@ def report_attributes(attrs: dict[str, Any], names: semconv.GenAINames, report: 
         attrs[semconv.DEFERRAL_RESOLUTION] = report.resolution
     if report.observed:
         attrs[semconv.OBSERVED] = True
+    if report.shadow:
+        attrs[semconv.SHADOW] = True
     if report.episode:
         attrs[semconv.EPISODE] = report.episode
     if report.decision == "patch" and report.kind in semconv.COMPACTION_KINDS:
@@ -77,8 +79,9 @@ def report_attributes(attrs: dict[str, Any], names: semconv.GenAINames, report: 
 
 
 def error_type(report: Report) -> str | None:
-    """The class name of the error the guard raises for this report (abort, halt), else None."""
-    if report.decision not in _REFUSED_WITH_ERROR:
+    """The class name of the error the guard raises for this report (abort, halt), else None (also in
+    shadow mode, where nothing is raised: the decision alone says what would have happened)."""
+    if report.decision not in _REFUSED_WITH_ERROR or report.shadow:
         return None
     return error_for(report.findings, report.decision).__name__
 

@@ -1,0 +1,113 @@
+"""docs/guard.md's OpenAI Chat and Anthropic agent loops run as printed. Fake `OpenAI` and
+`Anthropic` clients stand in for the real ones: they answer with the SDKs' own response types, look
+three SKUs up per question, and reject (like the APIs' 400 invalid_request_error) any request that
+breaks the provider's rules — so the loops also show that every context the guard hands back is one
+the provider accepts, and that the compaction the loops do keeps their contexts bounded."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ctxwatch.adapters import to_messages
+from ctxwatch.validity import provider_problems
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "guard.md"
+LOOKUPS_PER_QUESTION = 3
+
+
+def loop(title: str) -> str:
+    section = DOC.read_text(encoding="utf-8").split(f"\n### {title}\n", 1)[1].split("\n### ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    return code
+
+
+class BadRequest(Exception):
+    """What the API answers a request that breaks its rules with."""
+
+
+def last_question(messages: list) -> int:
+    """The index of the user's latest question (notes and markers are user turns too)."""
+    return next(i for i in range(len(messages) - 1, -1, -1)
+                if str(messages[i].get("content")).startswith("How many"))
+
+
+def question_sku(text: str) -> int:
+    return int(re.search(r"SKU-(\d{5})", text).group(1))
+
+
+class FakeOpenAI:
+    def __init__(self) -> None:
+        self.requests: list[list] = []
+        self.chat = self
+        self.completions = self
+
+    def create(self, *, model: str, messages: list, tools: list):
+        from openai.types.chat import ChatCompletion
+
+        problems = provider_problems(to_messages(messages, "openai_chat"), "openai_chat")
+        if problems:
+            raise BadRequest("; ".join(problems))
+        self.requests.append(list(messages))
+        asked = last_question(messages)
+        done = sum(1 for m in messages[asked:] if m["role"] == "tool")
+        sku = question_sku(messages[asked]["content"]) + done
+        if done < LOOKUPS_PER_QUESTION:
+            message = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{len(self.requests):04d}", "type": "function",
+                "function": {"name": "lookup", "arguments": json.dumps({"sku": f"SKU-{sku:05d}"})}}]}
+        else:
+            message = {"role": "assistant", "content": f"Looked up {done} SKUs."}
+        return ChatCompletion.model_validate({"id": "c", "object": "chat.completion", "created": 0, "model": model,
+                                              "choices": [{"index": 0, "finish_reason": "stop", "message": message}]})
+
+
+class FakeAnthropic:
+    def __init__(self) -> None:
+        self.requests: list[list] = []
+        self.messages = self
+
+    def create(self, *, model: str, max_tokens: int, system: str, tools: list, messages: list):
+        from anthropic.types import Message
+
+        problems = provider_problems(to_messages(messages, "anthropic"), "anthropic")
+        if problems:
+            raise BadRequest("; ".join(problems))
+        self.requests.append(list(messages))
+        asked = last_question(messages)
+        done = sum(1 for m in messages[asked:] if m["role"] == "user" and isinstance(m["content"], list))
+        sku = question_sku(messages[asked]["content"]) + done
+        if done < LOOKUPS_PER_QUESTION:
+            content = [{"type": "text", "text": "Looking it up."},
+                       {"type": "tool_use", "id": f"toolu_{len(self.requests):04d}", "name": "lookup",
+                        "input": {"sku": f"SKU-{sku:05d}"}}]
+        else:
+            content = [{"type": "text", "text": f"Looked up {done} SKUs."}]
+        return Message.model_validate({"id": "m", "type": "message", "role": "assistant", "model": model,
+                                       "stop_reason": "end_turn", "content": content,
+                                       "usage": {"input_tokens": 1, "output_tokens": 1}})
+
+
+@pytest.mark.parametrize("title, module, client_name, fake", [
+    ("OpenAI Chat loop", "openai", "OpenAI", FakeOpenAI),
+    ("Anthropic loop", "anthropic", "Anthropic", FakeAnthropic),
+])
+def test_the_documented_agent_loop_runs_as_printed(monkeypatch, title, module, client_name, fake):
+    sdk = pytest.importorskip(module)
+    client = fake()
+    monkeypatch.setattr(sdk, client_name, lambda: client)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(loop(title), {"__name__": "docs_loop"})
+    assert printed.getvalue().strip() == f"Looked up {LOOKUPS_PER_QUESTION} SKUs."
+    assert len(client.requests) == 12 * (LOOKUPS_PER_QUESTION + 1)
+    sizes = [len(r) for r in client.requests]
+    assert max(sizes) <= 40 and any(b < a for a, b in zip(sizes, sizes[1:], strict=False))  # compacted, bounded
+    # the newest call and result were appended before compacting: every later request still carries them
+    assert all(any("[ctxwatch] earlier turns were elided" in json.dumps(m) for m in r)
+               for r in client.requests[sizes.index(max(sizes)) + 1:])

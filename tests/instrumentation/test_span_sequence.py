@@ -1,0 +1,77 @@
+"""`ctxwatch.sequence` and `ctxwatch.contraction.cycle` on the guard's spans (issue 15, item 1).
+
+Real guards (the demo fleet's loops, one halted for contraction and given a new episode) record their
+spans through the OpenTelemetry SDK: every span of a loop carries its place in the loop's episode
+(1, 2, ... appends, refusals and halts included; a new episode starts again at 1) and the guard's own
+detector cycle count after it. Under a sampler that drops spans, the kept spans show the gaps: the
+numbering counts every report, sampled or not.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
+
+from ctxwatch import semconv
+from ctxwatch.demo.fleet import DemoLoop, ScratchpadLoop, SummarizerLoop
+from ctxwatch.telemetry import MutationTelemetry
+from ctxwatch.telemetry.sequence import LoopSequences
+
+
+def _run(loop: DemoLoop) -> None:
+    while not loop.done:
+        loop.step()
+
+
+def test_every_span_is_numbered_per_loop_and_episode_with_the_guards_cycle() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry = MutationTelemetry(provider)
+    healthy, contracting = SummarizerLoop("a", 0, 1, telemetry), ScratchpadLoop("b", 0, 2, telemetry)
+    for loop in (healthy, contracting):
+        while not loop.done:
+            loop.step()
+            # after each step the latest span of the loop carries the guard's detector cycle count
+            last = [s for s in exporter.get_finished_spans() if s.attributes[semconv.LOOP_ID] == loop.loop_id][-1]
+            assert last.attributes[semconv.CONTRACTION_CYCLE] == loop.guard.detector.cycle
+    assert contracting.guard.halted_at is not None
+    contracting.guard.new_episode()
+    contracting.tally.halted_at, contracting.tally.cycles = None, 0
+    _run(contracting)
+
+    by_episode: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for span in exporter.get_finished_spans():
+        attrs = span.attributes
+        by_episode[(attrs[semconv.LOOP_ID], attrs.get(semconv.EPISODE, 0))].append(attrs[semconv.SEQUENCE])
+    assert set(by_episode) == {(healthy.loop_id, 0), (contracting.loop_id, 0), (contracting.loop_id, 1)}
+    for sequences in by_episode.values():
+        assert sequences == list(range(1, len(sequences) + 1))
+    kinds = {s.attributes[semconv.MUTATION_KIND] for s in exporter.get_finished_spans()}
+    assert "append" in kinds and len(kinds) > 1  # appends are numbered too
+
+
+def test_numbering_counts_the_spans_a_sampler_drops() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=TraceIdRatioBased(0.5))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    loop = SummarizerLoop("sampled", 0, 3, MutationTelemetry(provider))
+    _run(loop)
+    sequences = [s.attributes[semconv.SEQUENCE] for s in exporter.get_finished_spans()]
+    assert sequences == sorted(sequences) and len(set(sequences)) == len(sequences)
+    assert max(sequences) > len(sequences)  # gaps where spans were sampled out
+
+
+def test_sequences_are_bounded_and_restart_with_a_new_episode() -> None:
+    sequences = LoopSequences(capacity=2)
+    assert sequences.next("a", 0, "compact", "patch", 0.4) == (1, 1)
+    assert sequences.next("a", 0, "append", "patch", None) == (2, 1)
+    assert sequences.next("a", 0, "compact", "defer", None) == (3, 1)   # refused: no detector cycle
+    assert sequences.next("a", 1, "compact", "patch", 0.3) == (1, 1)    # a new episode starts again
+    sequences.next("b", 0, "append", "patch", None)
+    sequences.next("c", 0, "append", "patch", None)                      # past the capacity: "a" is forgotten
+    assert sequences.next("a", 1, "append", "patch", None) == (1, 0)
