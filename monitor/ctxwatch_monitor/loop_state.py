@@ -34,7 +34,9 @@ HEALTHY, REFUSING, CONTRACTING, BLOCKED, HALTED, IDLE = (
 STATUSES: tuple[str, ...] = (HEALTHY, REFUSING, CONTRACTING, BLOCKED, HALTED, IDLE)
 ALARMING = frozenset({REFUSING, CONTRACTING, BLOCKED, HALTED})
 SEVERITY = {HALTED: 0, BLOCKED: 1, CONTRACTING: 2, REFUSING: 3, IDLE: 4, HEALTHY: 5}  # the alarm list's order
-REFUSALS = frozenset({"defer", "abort", "halt"})
+# the decisions that refuse a rewrite for good; a deferral is queued, not refused (docs/telemetry.md, "Why defer
+# is not an error"): it is counted, but moves no loop out of healthy (CtxwatchDeferredBacklog watches deferrals)
+REFUSALS = frozenset({"abort", "halt"})
 PASS_CAP = "pass_cap"
 _INVARIANT_BITS = {name: 1 << i for i, name in enumerate(INVARIANTS)}
 _OTHER_BIT = 1 << len(INVARIANTS)
@@ -98,7 +100,7 @@ class OncallState:
         if record.decision in REFUSALS:
             self.orphans_refused += orphans
             self._refused(record, at, mask, block_after)
-        elif record.kind != "append":
+        elif record.decision == "patch" and record.kind != "append":
             self.orphans_left += orphans
             self.applied_since_refusal += 1
             self.streak_mask, self.streak = 0, 0

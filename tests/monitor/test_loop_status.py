@@ -123,7 +123,12 @@ def test_blocked_by_the_pass_cap_and_by_repeated_refusals(monitor: MonitorProces
     refusal(sender, "capped", "pass_cap", **{semconv.PASS_NUMBER: 8, semconv.PASS_CAP: 8})
     for _ in range(2):
         refusal(sender, "stubborn", "policy_isolation")
+    for _ in range(4):  # deferred, not refused: queued for the session boundary
+        sender.mutation("deferring", decision="defer", violations=("prefix_identity",))
     sender.flush()
+    deferring = loop(monitor, "deferring")
+    assert (deferring["status"], deferring["last_refusal"]) == ("healthy", None)
+    assert deferring["counts"]["by_invariant"] == {"prefix_identity": {"defer": 4}}
     capped = loop(monitor, "capped")
     assert capped["status"] == "blocked" and "pass cap" in capped["blocked_reason"]
     assert (capped["last_refusal"]["pass_number"], capped["last_refusal"]["pass_cap"]) == (8, 8)
