@@ -1,5 +1,6 @@
 """The `ctxwatch` command line: `demo` (the main job), `monitor` (the service), `replay` (audit
-recorded sessions, ctxwatch.replay) and `check-idempotence` (record 003's test, ctxwatch.idempotence_cli).
+recorded sessions, ctxwatch.replay), `watch` (follow coding-agent sessions live, ctxwatch.watch)
+and `check-idempotence` (record 003's test, ctxwatch.idempotence_cli).
 
 Exit codes: 0 clean, 1 findings, 2 bad usage or unreadable input (with a one-line reason).
 `ctxwatch monitor` runs the service of ctxwatch[monitor] in this process's place; ctxwatch
@@ -72,6 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
         "every context mutation with its sizes, orphaned tool pairs, lost literals, hash distance and contraction "
         "verdict. Exit 0 clean, 1 findings (orphaned tool pairs, contraction), 2 unreadable input. "
         "JSON schema: docs/replay.md."))
+    from .watch import command as watch_command
+    watch_command.add_arguments(sub.add_parser(
+        "watch", help="follow Claude Code, Codex and Gemini CLI session files live and export their mutations",
+        description="Follow coding-agent session files as they are written (by default in the agents' standard "
+        "places, sessions that start later included) and export the spans a guard would have emitted, timed as "
+        "recorded, over OTLP. Offsets survive a restart (--state). SIGTERM/SIGINT stop it cleanly. Exit 0 clean, "
+        "1 findings, 2 bad usage. See docs/watch.md."))
     idempotence_cli.add_arguments(sub.add_parser(
         "check-idempotence", help="record 003's re-application test on a rewrite function",
         description="Apply MODULE:FUNC repeatedly to the sample and measure the drift between applications. "
@@ -96,6 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "replay":
         from .replay.command import run as run_replay
         return run_replay(args)
+    if args.command == "watch":
+        from .watch.command import run as run_watch
+        return run_watch(args)
     if args.command == "check-idempotence":
         from .idempotence_cli import run as run_check
         return run_check(args)

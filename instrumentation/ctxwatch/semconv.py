@@ -138,6 +138,7 @@ class GenAINames:
     schema_url: str
     agent_name: str = "gen_ai.agent.name"
     conversation_id: str = "gen_ai.conversation.id"
+    agent_version: str = "gen_ai.agent.version"
     # Not in v1.41.0 (added by the GenAI repository); there is no older name it could clash with,
     # so it is emitted in both modes, and only as `true`.
     conversation_compacted: str = "gen_ai.conversation.compacted"
@@ -188,6 +189,7 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(SERVICE_NAME, "string", "caller, when the caller names a service"),
     AttributeSpec(_G.agent_name, "string", "caller, when the caller names the agent"),
     AttributeSpec(_G.conversation_id, "string", "caller, when the caller gives a real conversation id"),
+    AttributeSpec(_G.agent_version, "string", "caller, when the caller knows the agent's version (ctxwatch watch)"),
     AttributeSpec(DECISION, "string", "report"),
     AttributeSpec(HASH_DISTANCE, "double", "report, when the guard computed it"),
     *(AttributeSpec(name, "int", "report") for name in (

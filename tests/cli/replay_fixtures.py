@@ -13,6 +13,9 @@ import json
 import random
 import subprocess
 import sys
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -24,6 +27,18 @@ def ctxwatch(*args: object, timeout: float = 120, **options) -> subprocess.Compl
     """`python -m ctxwatch.cli ARGS...` in a subprocess; stdout and stderr captured as text."""
     return subprocess.run([sys.executable, "-m", "ctxwatch.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, **options)
+
+
+def loop_detail(url: str, loop_id: str) -> dict | None:
+    """``GET /api/loops/{loop_id}`` of the monitor at `url` (None when it does not know the loop)."""
+    try:
+        with urllib.request.urlopen(f"{url}/api/loops/{urllib.parse.quote(loop_id, safe='')}",  # noqa: S310
+                                    timeout=10) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
 
 
 def replay_json(*args: object, timeout: float = 120) -> tuple[int, dict, str]:

@@ -4,35 +4,16 @@ monitor then tracks each session's loop, and its detector (record 003) reaches t
 
 from __future__ import annotations
 
-import json
 import shutil
 import socket
-import urllib.parse
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from corpus_files import of_kind, readable_files
-from replay_fixtures import ctxwatch, replay_json, write_snapshots
+from replay_fixtures import ctxwatch, loop_detail, replay_json, write_snapshots
 
-from ctxwatch.demo.monitor_process import MonitorClient, MonitorProcess
+from ctxwatch.demo.monitor_process import MonitorClient
 from ctxwatch.simulate.loops import absorption_loop
-
-
-@pytest.fixture
-def monitor() -> Iterator[MonitorClient]:
-    process = MonitorProcess(0, Path(":memory:"))
-    try:
-        yield process.client
-    finally:
-        process.close()
-
-
-def loop_detail(client: MonitorClient, loop_id: str) -> dict:
-    url = f"{client.url}/api/loops/{urllib.parse.quote(loop_id, safe='')}"
-    with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - loopback
-        return json.loads(resp.read())
 
 
 def test_backfill_into_a_monitor(monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
@@ -50,7 +31,7 @@ def test_backfill_into_a_monitor(monitor: MonitorClient, corpus: Path, tmp_path:
         assert (loop["agent"], loop["service"]) == (session["format"], "ctxwatch-replay")
         assert loop["cycles"] == len(session["mutations"])
         assert loop["state"] == session["verdict"]["state"]
-        detail = loop_detail(monitor, session["loop_id"])
+        detail = loop_detail(monitor.url, session["loop_id"])
         rewrites = [c for c in detail["history"] if c["kind"] != "append"]
         assert [c["kind"] for c in rewrites] == [m["kind"] for m in session["mutations"]]
         for cycle, m in zip(rewrites, session["mutations"], strict=True):

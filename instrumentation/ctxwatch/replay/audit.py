@@ -231,6 +231,9 @@ def message_counts(before: Sequence[Message], after: Sequence[Message]) -> Messa
 class Observer:
     """Told about every event as the audit streams it (the OTLP backfill is one)."""
 
+    def started(self, session: Session) -> None:
+        """The session is open; its events follow (`Session.recorded_ns` says when each was written)."""
+
     def snapshot(self, snapshot: Snapshot) -> None:
         """A buffer the model was sent."""
 
@@ -338,15 +341,7 @@ def audit_session(path: str | os.PathLike[str], format: str | None = None, *, st
         audit.bytes = session.path.stat().st_size
         auditor = Auditor(audit, session, registry)
         observer = observer_for(audit) if observer_for is not None else None
-        for event in session:
-            if isinstance(event, Mutation):
-                result = auditor.mutation(event)
-                if observer is not None:
-                    observer.mutation(event, result)
-            else:
-                auditor.snapshot(event)
-                if observer is not None:
-                    observer.snapshot(event)
+        feed(session, auditor, observer)
         auditor.finish(forced_format=format is not None)
     except InvalidContextError as exc:
         audit.error = str(exc)
@@ -355,3 +350,19 @@ def audit_session(path: str | os.PathLike[str], format: str | None = None, *, st
     except Exception as exc:  # noqa: BLE001 - one line naming the file, never a traceback
         audit.error = f"{path}: cannot be audited ({type(exc).__name__}: {exc})"
     return audit
+
+
+def feed(session: Session, auditor: Auditor, observer: Observer | None, *, final: bool = True) -> None:
+    """Stream `session`'s events through `auditor` and then `observer`; with ``final=False`` the
+    buffer left at the end of the file (never sent, see `Snapshot.final`) is passed over."""
+    if observer is not None:
+        observer.started(session)
+    for event in session:
+        if isinstance(event, Mutation):
+            result = auditor.mutation(event)
+            if observer is not None:
+                observer.mutation(event, result)
+        elif final or not event.final:
+            auditor.snapshot(event)
+            if observer is not None:
+                observer.snapshot(event)

@@ -9,8 +9,11 @@ so its decision is ``patch``; what the guard would have refused is listed in ``c
 A monitor fed these spans rebuilds the same detector state as the replay's own verdict.
 
 Every span carries the session's loop id (`audit.loop_id_for`: a stable id derived from the
-file), the agent name (the session format unless given) and the service name. Spans are flushed
-every `flush_every` spans, so a long session never overflows the exporter's queue.
+file), the agent name (the session format unless given) and the service name, and is timed at
+the ``timestamp`` of the record that marks it (`Session.time_of`; the export time when the
+format records none), so a backfill lands where it happened. Spans are flushed every
+`flush_every` spans, so a long session never overflows the exporter's queue. `skip` passes over
+the first spans of a session (counted, not emitted): ``ctxwatch watch`` resumes a session that way.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import replace
 from ..literals import LiteralRegistry
 from ..model import Message
 from ..report import Report
-from ..sessions import Mutation, Snapshot
+from ..sessions import Mutation, Session, Snapshot
 from ..telemetry import MutationTelemetry, error_count
 from .audit import MutationAudit, Observer, SessionAudit
 
@@ -43,10 +46,14 @@ class Backfill(Observer):
     """Emits one span per recorded step and mutation of one session."""
 
     def __init__(self, telemetry: MutationTelemetry, flush: Callable[[], object], *, loop_id: str, agent: str,
-                 service: str, registry: LiteralRegistry, flush_every: int = FLUSH_EVERY) -> None:
+                 service: str, registry: LiteralRegistry, flush_every: int = FLUSH_EVERY,
+                 agent_version: str | None = None, skip: int = 0) -> None:
         self.telemetry = telemetry
         self.flush = flush
         self.loop_id, self.agent, self.service = loop_id, agent, service
+        self.agent_version = agent_version
+        self.skip = skip
+        self.session: Session | None = None
         self.registry = registry
         self.flush_every = flush_every
         self.current: tuple[Message, ...] = ()
@@ -54,11 +61,14 @@ class Backfill(Observer):
         self.state = "healthy"
         self.spans = 0
 
+    def started(self, session: Session) -> None:
+        self.session = session
+
     def snapshot(self, snapshot: Snapshot) -> None:
-        self._grow_to(snapshot.messages)
+        self._grow_to(snapshot.messages, snapshot.line)
 
     def mutation(self, mutation: Mutation, audit: MutationAudit) -> None:
-        self._grow_to(mutation.before)
+        self._grow_to(mutation.before, mutation.line)
         self.cycles, self.state = audit.cycle, audit.verdict.state
         findings = [replace(f, action="warn") for f in audit.findings()]
         v = audit.verdict
@@ -68,10 +78,10 @@ class Backfill(Observer):
             pass_cap=None, agent=self.agent, size_before=audit.size_before, size_after=audit.size_after,
             hash_distance=v.d, literals_before=v.literals_before, literals_lost=v.literals_lost,
             lost_literals=frozenset(audit.lost), orphans_tool_use=len(audit.orphaned_calls),
-            orphans_tool_result=len(audit.orphaned_results), contraction_state=v.state))
+            orphans_tool_result=len(audit.orphaned_results), contraction_state=v.state), mutation.line)
         self.current = mutation.after
 
-    def _grow_to(self, messages: tuple[Message, ...]) -> None:
+    def _grow_to(self, messages: tuple[Message, ...], line: int | None) -> None:
         if messages == self.current:
             return
         before = self.current
@@ -79,14 +89,17 @@ class Backfill(Observer):
             loop_id=self.loop_id, kind="append", decision="patch", findings=[], messages_before=len(before),
             messages_after=len(messages), pass_number=self.cycles, pass_cap=None, agent=self.agent,
             size_before=_size(before), size_after=_size(messages),
-            literals_before=len(self.registry.of_all(before)), contraction_state=self.state))
+            literals_before=len(self.registry.of_all(before)), contraction_state=self.state), line)
         self.current = messages
 
-    def _emit(self, report: Report) -> None:
-        handle = self.telemetry.start(loop_id=self.loop_id, kind=report.kind, pass_number=report.pass_number,
-                                      agent=self.agent, service=self.service)
-        handle.end(report)
+    def _emit(self, report: Report, line: int | None) -> None:
         self.spans += 1
+        if self.spans <= self.skip:
+            return
+        handle = self.telemetry.start(loop_id=self.loop_id, kind=report.kind, pass_number=report.pass_number,
+                                      agent=self.agent, service=self.service, agent_version=self.agent_version,
+                                      at_ns=self.session.time_of(line) if self.session is not None else None)
+        handle.end(report)
         if self.spans % self.flush_every == 0:
             self.flush()
 
@@ -94,18 +107,22 @@ class Backfill(Observer):
 class Exporter:
     """The OTLP pipeline of one ``--otlp`` run, and whether its exports all went through."""
 
-    def __init__(self, url: str, service: str) -> None:
+    def __init__(self, url: str | None, service: str, schedule_delay_s: float | None = None) -> None:
+        """`url` None: the endpoint of the standard ``OTEL_EXPORTER_OTLP_*`` settings; `schedule_delay_s`:
+        how long spans may wait in the batch before they are sent (default: ``OTEL_BSP_SCHEDULE_DELAY``)."""
         from ..otlp import build  # needs ctxwatch[otlp]
 
         # The SDK logs every retry over several lines; `close` reports the outcome in one.
         logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
         self.url = url
+        self.where = f"--otlp {url}" if url else "the OTEL_EXPORTER_OTLP_* endpoint"
         self.service = service
         self._errors = error_count()
         self.pipeline = build(endpoint=url, service_name=service, with_metrics=False, timeout_s=TIMEOUT_S,
-                              max_queue_size=4 * FLUSH_EVERY, max_export_batch_size=FLUSH_EVERY)
+                              max_queue_size=4 * FLUSH_EVERY, max_export_batch_size=FLUSH_EVERY,
+                              schedule_delay_s=schedule_delay_s)
         if self.pipeline.tracer_provider is None:
-            raise BackfillError(f"--otlp {url}: tracing is switched off in this environment "
+            raise BackfillError(f"{self.where}: tracing is switched off in this environment "
                                 "(OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none)")
         self.telemetry = MutationTelemetry(self.pipeline.tracer_provider, self.pipeline.meter_provider,
                                            capture_content=False)
@@ -120,5 +137,5 @@ class Exporter:
         finished = self.pipeline.shutdown(2 * TIMEOUT_S)
         failed = error_count() - self._errors
         if failed or not finished:
-            raise BackfillError(f"--otlp {self.url}: {failed or 'some'} span export(s) failed "
+            raise BackfillError(f"{self.where}: {failed or 'some'} span export(s) failed "
                                 "(is a monitor or collector listening there?)")

@@ -9,13 +9,19 @@ While it is read, a session also keeps where each tool id first entered a buffer
 381", "trajectory[3].messages[5]"), for the most recent `MAX_ORIGINS` ids, so a finding names the
 record that introduced an id rather than the point where it was noticed; and `facts`, what the
 reader learned about the session as a whole (e.g. Claude Code's ``inherited_compaction``).
+
+`recorded_ns` is the ``timestamp`` of the latest JSONL record read that carries one (Claude Code,
+Codex and Gemini CLI records do), in unix nanoseconds (None before any, and for single-document
+formats); `time_of(line)` is the time recorded at or before `line`, for the last `MAX_TIMES`
+stamped records (an event's time is that of the record that marks it).
 """
 
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +32,9 @@ from .files import MAX_DOCUMENT_BYTES, MAX_LINE_BYTES, SessionReadError, check_f
 
 EventReader = Callable[["Session"], Iterator[Event]]
 MAX_ORIGINS = 50_000
+MAX_TIMES = 1024
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 class Session:
@@ -41,12 +50,16 @@ class Session:
         self.max_document_bytes = max_document_bytes
         self.skipped: list[Skip] = []
         self.facts: dict[str, Any] = {}
+        self.recorded_ns: int | None = None
+        self._times: deque[tuple[int, int]] = deque(maxlen=MAX_TIMES)  # (line, ns) of stamped records
         self._origins: OrderedDict[str, str] = OrderedDict()
         self._reader = reader
 
     def __iter__(self) -> Iterator[Event]:
         self.skipped = []
         self.facts = {}
+        self.recorded_ns = None
+        self._times.clear()
         self._origins.clear()
         check_file(self.path)
         return self._reader(self)
@@ -73,7 +86,26 @@ class Session:
         self.skipped.append(Skip(where, reason, line))
 
     def lines(self) -> Iterator[tuple[int, Any]]:
-        return iter_jsonl(self.path, self.skip, self.max_line_bytes)
+        return self.stamped(iter_jsonl(self.path, self.skip, self.max_line_bytes))
+
+    def stamped(self, lines: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+        """`lines`, noting each record's ``timestamp`` in `recorded_ns` as it goes by."""
+        for line, value in lines:
+            if isinstance(value, dict):
+                at = recorded_time_ns(value.get("timestamp"))
+                if at is not None:
+                    self.recorded_ns = at
+                    self._times.append((line, at))
+            yield line, value
+
+    def time_of(self, line: int | None) -> int | None:
+        """When the record at `line` (or the nearest stamped one before it) was written, if still known;
+        else the latest time recorded."""
+        if line is not None:
+            for at_line, at in reversed(self._times):
+                if at_line <= line:
+                    return at
+        return self.recorded_ns
 
     def document(self) -> Any:
         return load_document(self.path, self.max_document_bytes)
@@ -100,3 +132,16 @@ class Session:
             self._origins[tool_id] = where
             if len(self._origins) > MAX_ORIGINS:
                 self._origins.popitem(last=False)
+
+
+def recorded_time_ns(value: Any) -> int | None:
+    """An ISO 8601 timestamp with a time zone ("2026-02-11T21:41:40.277Z") in unix nanoseconds, else None."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return (moment - _EPOCH) // _MICROSECOND * 1000

@@ -71,10 +71,13 @@ class MutationTelemetry:
 
     def start(self, *, loop_id: str | None, kind: str, pass_number: int = 0, pass_cap: int | None = None,
               agent: str | None = None, conversation_id: str | None = None,
-              service: str | None = None) -> MutationHandle:
-        """Note the start of a mutation attempt (its time and what the caller says of it); never raises."""
+              service: str | None = None, agent_version: str | None = None,
+              at_ns: int | None = None) -> MutationHandle:
+        """Note the start of a mutation attempt (its time and what the caller says of it); never raises.
+        `at_ns` (unix nanoseconds) is when a recorded mutation happened: the span starts and ends then."""
         return MutationHandle(self, loop_id=loop_id, kind=kind, pass_number=pass_number, pass_cap=pass_cap,
-                              agent=agent, conversation_id=conversation_id, service=service)
+                              agent=agent, conversation_id=conversation_id, service=service,
+                              agent_version=agent_version, at_ns=at_ns)
 
     def failure(self, stage: str, error: BaseException | str) -> None:
         """Count and log a telemetry error (also on the ``ctxwatch.telemetry.errors`` counter)."""
@@ -110,9 +113,9 @@ class MutationTelemetry:
             self.failure("start", exc)
             return None
 
-    def _end_span(self, span: Any) -> None:
+    def _end_span(self, span: Any, handle: MutationHandle) -> None:
         try:
-            span.end()
+            span.end(end_time=handle.end_time_ns)
         except Exception as exc:  # noqa: BLE001
             self.failure("end", exc)
 
@@ -159,7 +162,7 @@ class MutationTelemetry:
                     content.add_finding_events(span, report)
             except Exception as exc:  # noqa: BLE001
                 self.failure("end", exc)
-        self._end_span(span)
+        self._end_span(span, handle)
         return span
 
     def _fail(self, handle: MutationHandle, exc: BaseException) -> None:
@@ -184,7 +187,7 @@ class MutationTelemetry:
             span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
         except Exception as inner:  # noqa: BLE001
             self.failure("end", inner)
-        self._end_span(span)
+        self._end_span(span, handle)
 
 
 class MutationHandle:
@@ -192,14 +195,17 @@ class MutationHandle:
     After that, `span` is the attempt's ended span (None when no span was recorded)."""
 
     __slots__ = ("_telemetry", "loop_id", "kind", "pass_number", "pass_cap", "agent", "conversation_id",
-                 "service", "start_time_ns", "started", "span", "_ended")
+                 "service", "agent_version", "start_time_ns", "end_time_ns", "started", "span", "_ended")
 
     def __init__(self, telemetry: MutationTelemetry, *, loop_id: str | None, kind: str, pass_number: int,
-                 pass_cap: int | None, agent: str | None, conversation_id: str | None, service: str | None) -> None:
+                 pass_cap: int | None, agent: str | None, conversation_id: str | None, service: str | None,
+                 agent_version: str | None = None, at_ns: int | None = None) -> None:
         self._telemetry = telemetry
         self.loop_id, self.kind, self.pass_number, self.pass_cap = loop_id, kind, pass_number, pass_cap
         self.agent, self.conversation_id, self.service = agent, conversation_id, service
-        self.start_time_ns = time_ns()
+        self.agent_version = agent_version
+        self.start_time_ns = time_ns() if at_ns is None else at_ns
+        self.end_time_ns = at_ns  # None: the span ends when it is recorded
         self.started = perf_counter()
         self.span: Any = None
         self._ended = False
@@ -209,7 +215,8 @@ class MutationHandle:
         return spans.start_attributes(self._telemetry.names, loop_id=self.loop_id,
                                       kind=semconv.bounded_kind(self.kind), pass_number=self.pass_number,
                                       pass_cap=self.pass_cap, agent=self.agent,
-                                      conversation_id=self.conversation_id, service=self.service)
+                                      conversation_id=self.conversation_id, service=self.service,
+                                      agent_version=self.agent_version)
 
     def fail(self, exc: BaseException) -> None:
         """Record an attempt that raised before it produced a report (an error span); never raises."""

@@ -21,7 +21,7 @@ _REFUSED_WITH_ERROR = frozenset({"abort", "halt"})
 
 def start_attributes(names: semconv.GenAINames, *, loop_id: str | None, kind: str, pass_number: int,
                      pass_cap: int | None, agent: str | None, conversation_id: str | None,
-                     service: str | None) -> dict[str, Any]:
+                     service: str | None, agent_version: str | None = None) -> dict[str, Any]:
     """The attributes the caller gives when the attempt starts (known before the checks run)."""
     attrs: dict[str, Any] = {semconv.MUTATION_KIND: kind, semconv.PASS_NUMBER: pass_number}
     if loop_id:
@@ -34,6 +34,8 @@ def start_attributes(names: semconv.GenAINames, *, loop_id: str | None, kind: st
         attrs[names.agent_name] = agent
     if conversation_id:
         attrs[names.conversation_id] = conversation_id
+    if agent_version:
+        attrs[names.agent_version] = agent_version
     return attrs
 
 

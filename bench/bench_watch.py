@@ -1,0 +1,240 @@
+"""`ctxwatch watch` as a daemon: CPU and memory following 200 session files with 5 active, the cost
+per record, the pickup latency, and catch-up throughput on the corpus.
+
+Everything runs as a user runs it: ``python -m ctxwatch.cli watch`` in a subprocess against a
+temporary HOME (``~/.claude/projects/<project>/<session>.jsonl``), exporting over OTLP/HTTP to a real
+monitor subprocess on 127.0.0.1. CPU is the watcher's own user+system time (/proc/PID/stat) over
+fixed windows; memory its VmRSS. Each figure is min / median / max over the windows or repeats,
+beside a baseline measured in the same run:
+
+- idle: the watcher following 200 files nobody writes, beside a plain Python loop that only
+  ``stat``s the same 200 files at the same interval (the least any poller does);
+- active: 5 of the 200 files appended at a fixed rate (real corpus records); the cost per record
+  is the CPU above idle divided by the records written;
+- pickup latency: a compaction (``compact_boundary`` and its summary) appended to an active file
+  until the monitor's loop shows the new cycle, beside one ``GET /api/loops/{id}`` (the floor of
+  the measurement);
+- catch-up: ``watch --once`` over the corpus sessions of the three agents (MB/s), beside
+  ``ctxwatch replay --otlp`` on the same files.
+
+    .venv/bin/python bench/bench_watch.py [--files 200] [--active 5] [--window 10] [--windows 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stats import Timing  # noqa: E402
+
+from ctxwatch.demo.monitor_process import MonitorProcess  # noqa: E402
+from ctxwatch.sessions import detect_session_format  # noqa: E402
+
+CORPUS = next((p for p in (Path(__file__).resolve().parents[2] / "shared" / "corpus", Path("/work/shared/corpus"))
+               if p.is_dir()), Path(__file__).resolve().parents[2] / "shared" / "corpus")
+TICK = os.sysconf("SC_CLK_TCK")
+POLL_S = 0.25
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_mib(pid: int) -> float:
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+def claude_lines() -> list[str]:
+    """The lines of the largest corpus Claude Code session (records to replay into the bench's files)."""
+    files = [p for p in CORPUS.iterdir() if p.suffix == ".jsonl" and detect_session_format(p) == "claude_code"]
+    biggest = max(files, key=lambda p: p.stat().st_size)
+    return [x if x.endswith("\n") else x + "\n" for x in biggest.read_text(encoding="utf-8").splitlines()]
+
+
+def cpu_percent_windows(pid: int, window_s: float, windows: int, label: str) -> Timing:
+    """The share of one core `pid` used in each window (as a Timing of fractions)."""
+    samples = []
+    for _ in range(windows):
+        before, t0 = cpu_s(pid), time.monotonic()
+        time.sleep(window_s)
+        samples.append((cpu_s(pid) - before) / (time.monotonic() - t0))
+    return Timing(label, samples)
+
+
+def percent_row(t: Timing, baseline: Timing | None = None) -> str:
+    lo, med, hi = (100 * x for x in (min(t.samples), t.median, max(t.samples)))
+    ratio = f"  {t.median / baseline.median:6.2f}x {baseline.label}" if baseline and baseline.median else ""
+    return f"{t.label:<48} min {lo:7.3f}  median {med:7.3f}  max {hi:7.3f} % of one core{ratio}"
+
+
+STAT_LOOP = """import os, sys, time
+paths = sys.argv[2:]
+while True:
+    for p in paths:
+        os.stat(p)
+    time.sleep(float(sys.argv[1]))
+"""
+
+
+def loop_cycles(url: str, loop_id: str) -> int:
+    try:
+        with urllib.request.urlopen(f"{url}/api/loops/{urllib.parse.quote(loop_id, safe='')}", timeout=5) as r:  # noqa: S310
+            return json.loads(r.read())["cycles"]
+    except urllib.error.HTTPError:
+        return -1
+
+
+def compaction(session: str, n: int) -> str:
+    boundary, summary = str(uuid.uuid4()), str(uuid.uuid4())
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    common = {"isSidechain": False, "userType": "external", "sessionId": session, "version": "2.1.39",
+              "cwd": "/home/dev/shop", "timestamp": stamp}
+    marker = {**common, "parentUuid": None, "type": "system", "subtype": "compact_boundary", "uuid": boundary,
+              "content": "Conversation compacted", "compactMetadata": {"trigger": "auto", "preTokens": n}}
+    summary_record = {**common, "parentUuid": boundary, "type": "user", "uuid": summary, "isCompactSummary": True,
+                      "message": {"role": "user", "content": f"Summary {n}: work so far."}}
+    return json.dumps(marker) + "\n" + json.dumps(summary_record) + "\n"
+
+
+def wait_caught_up(state: Path, files: list[Path], lines: int, timeout_s: float = 900) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        try:
+            saved = json.loads(state.read_text())["files"]
+            if all(saved.get(str(p), {}).get("line") == lines for p in files):
+                return time.monotonic() - t0
+        except (FileNotFoundError, ValueError):
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("the watcher did not catch up")
+
+
+def daemon(args: argparse.Namespace, url: str, tmp: Path) -> None:
+    lines = claude_lines()
+    head, rest = lines[:args.head], lines[args.head:]
+    project = tmp / "home" / ".claude" / "projects" / "-home-dev-shop"
+    project.mkdir(parents=True)
+    files = [project / f"{uuid.UUID(int=i + 1)}.jsonl" for i in range(args.files)]
+    for f in files:
+        f.write_text("".join(head), encoding="utf-8")
+    state = tmp / "state.json"
+    cmd = [sys.executable, "-m", "ctxwatch.cli", "watch", "--otlp", url, "--state", str(state), "--poll", str(POLL_S),
+           "--idle", str(args.idle)]
+    watch = subprocess.Popen(cmd, env={**os.environ, "HOME": str(tmp / "home")}, stderr=subprocess.DEVNULL)
+    baseline = subprocess.Popen([sys.executable, "-c", STAT_LOOP, str(POLL_S), *map(str, files)])
+    try:
+        took = wait_caught_up(state, files, len(head))
+        print(f"caught up on {args.files} files of {len(head)} records in {took:.1f} s; "
+              f"RSS {rss_mib(watch.pid):.1f} MiB (every session in memory)")
+        time.sleep(args.idle + 2 * POLL_S + 1)
+        print(f"RSS after the idle eviction ({args.idle:.0f} s): {rss_mib(watch.pid):.1f} MiB")
+        base = cpu_percent_windows(baseline.pid, args.window, args.windows, "stat loop over the same files")
+        idle = cpu_percent_windows(watch.pid, args.window, args.windows, f"watch, {args.files} files idle")
+        print(percent_row(base))
+        print(percent_row(idle, base))
+
+        active, written = files[:args.active], [0]
+        stop = threading.Event()
+
+        def write() -> None:
+            period = 1.0 / args.rate
+            for i, line in enumerate(rest):
+                if stop.is_set():
+                    return
+                with active[i % len(active)].open("a", encoding="utf-8") as f:
+                    f.write(line)
+                written[0] += 1
+                time.sleep(period)
+
+        writer = threading.Thread(target=write)
+        before_cpu, before_written = cpu_s(watch.pid), written[0]
+        writer.start()
+        busy = cpu_percent_windows(watch.pid, args.window, args.windows,
+                                   f"watch, {args.active} active at {args.rate:.0f} records/s")
+        stop.set()
+        writer.join()
+        spent, records = cpu_s(watch.pid) - before_cpu, written[0] - before_written
+        elapsed = args.window * args.windows
+        per_record = (spent - idle.median * elapsed) / max(records, 1)
+        print(percent_row(busy, idle))
+        print(f"cost per record above idle: {per_record * 1e3:.3f} ms CPU ({records} records); "
+              f"RSS {rss_mib(watch.pid):.1f} MiB")
+
+        target = files[0]
+        loop_id = f"claude-code-{target.stem}"
+        floor, latency = [], []
+        for n in range(args.latency_repeat):
+            t0 = time.perf_counter()
+            seen = loop_cycles(url, loop_id)
+            floor.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            with target.open("a", encoding="utf-8") as f:
+                f.write(compaction(target.stem, 1000 + n))
+            while loop_cycles(url, loop_id) <= seen:
+                time.sleep(0.005)
+            latency.append(time.perf_counter() - t0)
+        floor_t = Timing("one GET /api/loops/{id}", floor)
+        print(floor_t.row("ms"))
+        print(Timing("pickup: compaction written -> cycle at the monitor", latency).row("ms", floor_t))
+    finally:
+        baseline.kill()
+        watch.send_signal(signal.SIGTERM)
+        watch.wait(timeout=120)
+
+
+def catch_up(args: argparse.Namespace, url: str, tmp: Path) -> None:
+    files = [p for p in sorted(CORPUS.iterdir()) if p.suffix in (".jsonl", ".json")
+             and detect_session_format(p) in ("claude_code", "codex", "gemini_cli")]
+    mib = sum(p.stat().st_size for p in files) / 2**20
+    watch, replay = [], []
+    for i in range(args.repeat):
+        once = ["watch", "--once", "--state", str(tmp / f"once-{i}.json")]
+        for samples, cmd in ((watch, once), (replay, ["replay"])):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "ctxwatch.cli", *cmd, *map(str, files), "--otlp", url],
+                           capture_output=True, check=False)
+            samples.append(time.perf_counter() - t0)
+    base = Timing(f"replay --otlp, {len(files)} corpus files", replay)
+    print(base.row("s"))
+    print(Timing(f"watch --once, the same {mib:.1f} MiB", watch).row("s", base))
+    print(f"catch-up throughput: {mib / Timing('', watch).median:.2f} MB/s median "
+          f"(replay --otlp {mib / base.median:.2f} MB/s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=200)
+    parser.add_argument("--active", type=int, default=5)
+    parser.add_argument("--head", type=int, default=150, help="records each file holds at the start")
+    parser.add_argument("--rate", type=float, default=50.0, help="records per second written to the active files")
+    parser.add_argument("--window", type=float, default=10.0)
+    parser.add_argument("--windows", type=int, default=3)
+    parser.add_argument("--idle", type=float, default=20.0, help="the watcher's --idle eviction")
+    parser.add_argument("--latency-repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=3, help="catch-up repeats")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        monitor = MonitorProcess(0, Path(":memory:"))
+        try:
+            daemon(args, monitor.client.url, Path(tmp))
+            catch_up(args, monitor.client.url, Path(tmp))
+        finally:
+            monitor.close()
+
+
+if __name__ == "__main__":
+    main()

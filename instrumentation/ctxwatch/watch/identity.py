@@ -1,0 +1,97 @@
+"""Who a session is: its loop id, agent, agent version and project, read from its first records.
+
+- Claude Code: the file is named after the session id (else the first ``sessionId``); ``version``
+  and ``cwd`` are on every record.
+- Codex: the ``session_meta`` record's ``payload``: ``id``, ``cli_version``, ``cwd``.
+- Gemini CLI: ``sessionId`` of the metadata record (or the document); the project is the
+  ``<project>`` directory of ``~/.gemini/tmp/<project>/chats/``.
+
+The loop id is ``<agent>-<session id>``. The project becomes the span's service label through
+`ServiceLabels`: the last component of the working directory, reduced to ``[A-Za-z0-9._-]``,
+at most `MAX_LABEL` characters, and at most `max_services` distinct values (later projects get
+``other``), unless one fixed service name is configured. Labels are bounded; ids never become labels.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from typing import Any
+
+AGENTS = {"claude_code": "claude-code", "codex": "codex", "gemini_cli": "gemini-cli"}
+MAX_LABEL = 64
+MAX_ID = 128
+OTHER = "other"
+UNKNOWN_PROJECT = "unknown"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+@dataclass(frozen=True)
+class SessionIdentity:
+    """What the spans of one session say about it."""
+
+    loop_id: str
+    agent: str
+    version: str | None
+    project: str
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _first(records: Iterable[dict], *path: str) -> str | None:
+    for record in records:
+        value: Any = record
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if (text := _text(value)) is not None:
+            return text
+    return None
+
+
+def _safe(text: str, limit: int) -> str:
+    return _UNSAFE.sub("_", text).strip("_")[:limit] or UNKNOWN_PROJECT
+
+
+def _project_of(cwd: str | None) -> str | None:
+    return PurePath(cwd).name or None if cwd else None
+
+
+def identify(path: Path, format: str, records: list[dict]) -> SessionIdentity:
+    """The identity of the session in `path` (of `format`), from its first `records`."""
+    agent = AGENTS.get(format, format)
+    if format == "codex":
+        meta = [r.get("payload") for r in records if r.get("type") == "session_meta"]
+        meta = [m for m in meta if isinstance(m, dict)]
+        session_id, version, cwd = _first(meta, "id"), _first(meta, "cli_version"), _first(meta, "cwd")
+        project = _project_of(cwd)
+    elif format == "gemini_cli":
+        session_id, version = _first(records, "sessionId"), _first(records, "version")
+        project = path.parent.parent.name if path.parent.name == "chats" else None
+    else:
+        session_id = path.stem if _UUID.match(path.stem) else _first(records, "sessionId")
+        version, project = _first(records, "version"), _project_of(_first(records, "cwd"))
+    session_id = _safe(session_id or path.stem, MAX_ID)
+    return SessionIdentity(f"{agent}-{session_id}", agent, version[:MAX_LABEL] if version else None,
+                           _safe(project or path.parent.name, MAX_LABEL))
+
+
+class ServiceLabels:
+    """The service label of each project: fixed, or the project's name up to `max_services` of them."""
+
+    def __init__(self, fixed: str | None = None, max_services: int = 20) -> None:
+        self.fixed = fixed
+        self.max_services = max_services
+        self._seen: set[str] = set()
+
+    def label(self, project: str) -> str:
+        if self.fixed is not None:
+            return self.fixed
+        if project in self._seen or len(self._seen) < self.max_services:
+            self._seen.add(project)
+            return project
+        return OTHER

@@ -1,0 +1,120 @@
+"""One session audited as its file grows: the replay's reader and audit, fed from a `Tail`.
+
+`LiveSession` is a `ctxwatch.sessions.Session` whose records come from a `Tail` instead of one
+pass over the file: when no complete line is left, it asks `wait()` whether to go on (a daemon
+waits for the file to grow; ``--once`` and a stopping watcher end the stream). The format's own
+reader (`sessions.READERS`) turns the records into events, and `replay.audit.feed` runs them
+through the same `Auditor` (the guard's checks: orphaned pairs, lost literals, hash distance, the
+contraction detector) and into a `SessionBackfill`, the replay's span emitter. The buffer left at
+the end of the stream is not a request the agent sent, so it emits nothing.
+
+A resumed session (after a restart or an eviction) is read again from the start with its first
+`skip` spans counted but not emitted: the audit state is rebuilt exactly, and no span is repeated.
+Single-document recordings (Gemini CLI's ``.json``) are rewritten whole by the agent: each change
+is read again the same way (`run_document`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..contraction import DetectorConfig
+from ..literals import LiteralRegistry
+from ..replay.audit import Auditor, MutationAudit, SessionAudit
+from ..replay.backfill import Backfill
+from ..report import Finding
+from ..sessions import READERS, Event, Mutation, Session
+from ..sessions.files import BadJSON, parse_line
+from ..telemetry import MutationTelemetry
+from .identity import SessionIdentity
+from .tail import Tail
+
+Note = Callable[[str], None]
+
+
+class LiveSession(Session):
+    """A session whose lines come from `tail` while `wait()` says to go on (and `stopping()` does not
+    say to stop at once); skips become notes.
+
+    What the reader yields once the lines have ended is not emitted: it is what the reader makes of
+    an end of file (a compaction whose summary is not written yet, the buffer left at the end), and
+    the file has not ended — a resumed session reads those records again and emits what they become.
+    """
+
+    def __init__(self, tail: Tail, format: str, wait: Callable[[], bool], note: Note,
+                 stopping: Callable[[], bool] = lambda: False) -> None:
+        super().__init__(tail.path, format, READERS[format], max_line_bytes=tail.max_line_bytes)
+        self.tail, self.wait, self.stopping, self._note = tail, wait, stopping, note
+        self.ended = False
+
+    def __iter__(self) -> Iterator[Event]:
+        self.ended = False
+        for event in super().__iter__():
+            if self.ended:
+                return
+            yield event
+
+    def lines(self) -> Iterator[tuple[int, Any]]:
+        return self.stamped(self._records())
+
+    def _records(self) -> Iterator[tuple[int, Any]]:
+        try:
+            yield from self._complete_lines()
+        finally:
+            self.ended = True
+
+    def _complete_lines(self) -> Iterator[tuple[int, Any]]:
+        while True:
+            for line, raw in self.tail.lines():
+                if self.stopping():
+                    return  # the spans made so far are counted; a resumed session goes on from them
+                if raw is None:
+                    self.skip(line, f"line longer than {self.max_line_bytes} bytes")
+                elif raw.strip():
+                    try:
+                        yield line, parse_line(raw)
+                    except BadJSON as exc:
+                        self.skip(line, str(exc))
+            if not self.wait():
+                return
+
+    def skip(self, line: int | None, reason: str, where: str | None = None) -> None:
+        self._note(f"{self.path}, {where or f'line {line}'}: skipped: {reason}")
+
+
+class SessionBackfill(Backfill):
+    """The replay's span emitter, noting (one line each) and keeping the enforced findings of the
+    mutations it emitted."""
+
+    def __init__(self, *args: Any, note: Note, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.note = note
+        self.findings: list[Finding] = []
+
+    def mutation(self, mutation: Mutation, audit: MutationAudit) -> None:
+        super().mutation(mutation, audit)
+        if self.spans > self.skip:
+            for finding in audit.findings():
+                if finding.enforced:
+                    self.findings.append(finding)
+                    self.note(f"{self.loop_id}: {finding.invariant}: {finding.message}")
+
+
+class Emitter:
+    """What every session's spans go through: the telemetry, its flush, the detector settings."""
+
+    def __init__(self, telemetry: MutationTelemetry, flush: Callable[[], object],
+                 config: DetectorConfig | None = None) -> None:
+        self.telemetry, self.flush = telemetry, flush
+        self.config = config or DetectorConfig()
+
+    def backfill(self, identity: SessionIdentity, service: str, skip: int, registry: LiteralRegistry,
+                 note: Note) -> SessionBackfill:
+        return SessionBackfill(self.telemetry, self.flush, loop_id=identity.loop_id, agent=identity.agent,
+                               service=service, registry=registry, agent_version=identity.version, skip=skip,
+                               note=note)
+
+    def audit(self, session: Session, identity: SessionIdentity, registry: LiteralRegistry) -> Auditor:
+        audit = SessionAudit(str(session.path), identity.loop_id, self.config, format=session.format)
+        return Auditor(audit, session, registry)

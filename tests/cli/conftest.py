@@ -1,0 +1,20 @@
+"""Fixtures of the command-line tests: a real monitor subprocess (``python -m ctxwatch_monitor --port 0
+--state :memory:``, uvicorn on 127.0.0.1) for the commands that export to one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ctxwatch.demo.monitor_process import MonitorClient, MonitorProcess
+
+
+@pytest.fixture
+def monitor() -> Iterator[MonitorClient]:
+    process = MonitorProcess(0, Path(":memory:"))
+    try:
+        yield process.client
+    finally:
+        process.close()

@@ -1,0 +1,303 @@
+"""Issue 18: ``ctxwatch watch`` following session files as an agent writes them, exporting to a real
+monitor subprocess (``python -m ctxwatch_monitor --port 0 --state :memory:``) over OTLP/HTTP on 127.0.0.1.
+
+The session is a real corpus Claude Code session (picked because it holds compactions and a
+``microcompact_boundary``), written into a temporary HOME line by line by the test while the
+watcher runs; the monitor's per-loop figures are compared with ``ctxwatch replay`` on the finished
+file, the cycle times with the timestamps recorded in the file. No wall-clock latency is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from datetime import datetime
+from pathlib import Path, PurePath
+
+import pytest
+from corpus_files import claude_code_compactions, claude_code_message_records, claude_code_microcompacts, jsonl, of_kind
+from replay_fixtures import claude_code_lines, ctxwatch, loop_detail, replay_json
+
+from ctxwatch.demo.monitor_process import MonitorClient
+
+DEADLINE_S = 180.0
+
+
+def compacting_session(corpus: Path) -> Path:
+    """A real Claude Code session with at least one compaction and one microcompaction."""
+    picked = [p for p in of_kind("claude_code", corpus) if claude_code_compactions(p) and claude_code_microcompacts(p)]
+    if not picked:
+        pytest.skip("no corpus Claude Code session with a compaction and a microcompact_boundary")
+    return picked[0]
+
+
+def claude_home(tmp_path: Path) -> tuple[Path, Path]:
+    """A temporary HOME and the Claude Code project directory in it."""
+    home = tmp_path / "home"
+    project = home / ".claude" / "projects" / "-home-dev-shop"
+    project.mkdir(parents=True)
+    return home, project
+
+
+def session_id(path: Path) -> str:
+    return next(r["sessionId"] for _, r in claude_code_message_records(path) if isinstance(r.get("sessionId"), str))
+
+
+class Watch:
+    """``ctxwatch watch`` as a subprocess against a temporary HOME; stderr kept in a file."""
+
+    def __init__(self, home: Path, url: str, state: Path, *args: str) -> None:
+        self.log = (home / f"watch-{time.monotonic_ns()}.log").open("w+")
+        cmd = [sys.executable, "-m", "ctxwatch.cli", "watch", "--otlp", url, "--state", str(state), "--poll", "0.05",
+               "--rescan", "0.1", "--checkpoint", "0.2", *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log,
+                                     env={**os.environ, "HOME": str(home)})
+
+    def stop(self) -> tuple[int, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=120)
+        self.log.seek(0)
+        return code, self.log.read()
+
+
+def lines_of(path: Path) -> list[str]:
+    return [line if line.endswith("\n") else line + "\n" for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def write_slowly(target: Path, lines: list[str], split_at: set[int] = frozenset()) -> None:
+    """Append `lines` one by one as an agent would (flushed, a short pause); the lines numbered in
+    `split_at` are written in two halves with a pause between (a half-written line)."""
+    with target.open("a", encoding="utf-8") as f:
+        for number, line in enumerate(lines, 1):
+            if number in split_at:
+                f.write(line[: len(line) // 2])
+                f.flush()
+                time.sleep(0.3)
+                line = line[len(line) // 2:]
+            f.write(line)
+            f.flush()
+            time.sleep(0.0005)
+
+
+def wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def state_of(state: Path, path: Path) -> dict:
+    try:
+        return json.loads(state.read_text())["files"].get(str(path), {})
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def accepted_spans(client: MonitorClient) -> float:
+    with urllib.request.urlopen(client.url + "/metrics", timeout=10) as resp:  # noqa: S310 - loopback
+        text = resp.read().decode()
+    match = re.search(r"^ctxwatch_monitor_spans_accepted_total (\S+)$", text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def recorded_s(path: Path, line: int) -> float:
+    record = dict(jsonl(path))[line]
+    return datetime.fromisoformat(record["timestamp"]).timestamp()
+
+
+def history_resolution(at: float, first_seen: float) -> float:
+    """How exactly the monitor's history keeps a time: a float32 offset from when it first saw the loop
+    (about a second for a session recorded months ago), or a millisecond."""
+    return max(1e-3, abs(at - first_seen) * 2.0 ** -23)
+
+
+def assert_matches_replay(detail: dict, session: dict) -> None:
+    rewrites = [c for c in detail["history"] if c["kind"] != "append"]
+    assert [c["kind"] for c in rewrites] == [m["kind"] for m in session["mutations"]]
+    assert detail["cycles"] == len(session["mutations"])
+    assert detail["state"] == session["verdict"]["state"]
+    for cycle, m in zip(rewrites, session["mutations"], strict=True):
+        assert cycle["d"] == pytest.approx(m["hash_distance"], abs=1e-6)
+        assert (cycle["literals_before"], cycle["literals_lost"]) == (m["literals"]["before"], m["literals"]["lost"])
+
+
+def test_a_claude_code_session_written_live_reaches_the_monitor_as_replay_sees_it(
+        monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
+    original = compacting_session(corpus)
+    home, project = claude_home(tmp_path)
+    target = project / f"{session_id(original)}.jsonl"
+    loop_id = f"claude-code-{session_id(original)}"
+    lines = lines_of(original)
+    marks = {n for n, _ in claude_code_compactions(original) + claude_code_microcompacts(original)}
+
+    watch = Watch(home, monitor.url, tmp_path / "state.json")  # started before the session exists
+    try:
+        write_slowly(target, lines, split_at=marks)
+        _, doc, _ = replay_json(target)
+        (session,) = doc["sessions"]
+        wait_for(lambda: (loop_detail(monitor.url, loop_id) or {}).get("cycles") == len(session["mutations"]),
+                 "every mutation at the monitor")
+    finally:
+        code, stderr = watch.stop()
+    assert "Traceback" not in stderr and code in (0, 1), stderr
+
+    detail = loop_detail(monitor.url, loop_id)
+    assert detail["agent"] == "claude-code"
+    first_cwd = next(r["cwd"] for _, r in jsonl(original) if isinstance(r.get("cwd"), str))
+    assert detail["service"] == PurePath(first_cwd).name
+    assert_matches_replay(detail, session)
+    marked = [m for m in session["mutations"] if m["line"] in marks]
+    assert {m["line"] for m in marked} == marks  # every compaction and microcompaction, no other
+    rewrites = [c for c in detail["history"] if c["kind"] != "append"]
+    for cycle, m in zip(rewrites, session["mutations"], strict=True):
+        recorded = recorded_s(target, m["line"])  # as recorded in the file, not when it was written here
+        assert cycle["time"] == pytest.approx(recorded, abs=history_resolution(recorded, detail["first_seen"]))
+
+
+def test_a_restart_in_the_middle_of_a_file_neither_loses_nor_repeats_a_span(
+        monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
+    original = compacting_session(corpus)
+    home, project = claude_home(tmp_path)
+    lines = lines_of(original)
+    half = claude_code_compactions(original)[0][0]  # stop between the boundary and its summary
+    target = project / "11111111-2222-4333-8444-555555555555.jsonl"
+    state = tmp_path / "state.json"
+
+    target.write_text("".join(lines[:half]), encoding="utf-8")
+    watch = Watch(home, monitor.url, state)
+    try:
+        wait_for(lambda: state_of(state, target).get("line") == half and accepted_spans(monitor) > 0,
+                 "the first half read and checkpointed")
+    finally:
+        code, stderr = watch.stop()
+    assert code in (0, 1) and "Traceback" not in stderr, stderr
+    first_spans = state_of(state, target)["spans"]
+    assert accepted_spans(monitor) == first_spans
+
+    write_slowly(target, lines[half:])
+    watch = Watch(home, monitor.url, state)
+    try:
+        wait_for(lambda: state_of(state, target).get("line") == len(lines), "the rest read and checkpointed")
+    finally:
+        code, stderr = watch.stop()
+    assert code in (0, 1) and "Traceback" not in stderr, stderr
+    restarted = state_of(state, target)["spans"]
+    assert restarted > first_spans
+
+    # the same file read in one go, as another session: the same spans, the same figures
+    again = project / "99999999-2222-4333-8444-555555555555.jsonl"
+    again.write_text("".join(lines), encoding="utf-8")
+    once = subprocess.run([sys.executable, "-m", "ctxwatch.cli", "watch", "--once", str(again), "--otlp", monitor.url,
+                           "--state", str(tmp_path / "once.json")], capture_output=True, text=True, timeout=300)
+    assert once.returncode in (0, 1) and "Traceback" not in once.stderr, once.stderr
+    assert state_of(tmp_path / "once.json", again)["spans"] == restarted
+    assert accepted_spans(monitor) == 2 * restarted  # none lost, none sent twice
+    _, doc, _ = replay_json(target)
+    first = loop_detail(monitor.url, "claude-code-11111111-2222-4333-8444-555555555555")
+    second = loop_detail(monitor.url, "claude-code-99999999-2222-4333-8444-555555555555")
+    assert_matches_replay(first, doc["sessions"][0])
+    untimed = [[{k: v for k, v in c.items() if k != "time"} for c in loop["history"]] for loop in (first, second)]
+    assert untimed[0] == untimed[1]  # times: to the monitor's resolution, which depends on first_seen
+
+
+def test_a_truncated_and_a_deleted_file_are_one_line_notes_and_the_watcher_goes_on(
+        monitor: MonitorClient, tmp_path: Path) -> None:
+    home, project = claude_home(tmp_path)
+    lines = list(claude_code_lines(12, compact_every=4))
+    doomed, shrunk, late = (project / f"{n}0000000-2222-4333-8444-555555555555.jsonl" for n in (1, 2, 3))
+    doomed.write_text("".join(lines), encoding="utf-8")
+    shrunk.write_text("".join(lines), encoding="utf-8")
+    state = tmp_path / "state.json"
+    watch = Watch(home, monitor.url, state)
+    try:
+        wait_for(lambda: all(state_of(state, p).get("line") == len(lines) for p in (doomed, shrunk)), "both read")
+        doomed.unlink()
+        shrunk.write_text("".join(lines[:3]), encoding="utf-8")
+        wait_for(lambda: state_of(state, shrunk).get("line") == 3, "the truncated file read again")
+        late.write_text("".join(lines), encoding="utf-8")
+        wait_for(lambda: loop_detail(monitor.url, "claude-code-" + late.stem) is not None, "a session started later")
+    finally:
+        code, stderr = watch.stop()
+    assert code in (0, 1) and "Traceback" not in stderr, stderr
+    notes = stderr.splitlines()
+    assert [n for n in notes if str(doomed) in n] == [f"ctxwatch watch: {doomed}: deleted; no longer followed"]
+    (truncated,) = [n for n in notes if str(shrunk) in n]
+    assert "truncated" in truncated and "reading it again from its start" in truncated
+    assert str(doomed) not in json.loads(state.read_text())["files"]
+
+
+def test_bad_usage_and_an_unreachable_endpoint_with_once_exit_2_in_one_line(tmp_path: Path) -> None:
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()  # nothing listens there now
+    session = tmp_path / "s.jsonl"
+    session.write_text("".join(claude_code_lines(3)), encoding="utf-8")
+    cases = [("watch", "--otlp", "ftp://x", str(session)), ("watch", "--once", str(tmp_path / "missing.jsonl")),
+             ("watch", "--once", str(session), "--otlp", f"http://127.0.0.1:{port}", "--state",
+              str(tmp_path / "state.json"))]
+    for args in cases:
+        proc = ctxwatch(*args, env={**os.environ, "HOME": str(tmp_path)})
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and proc.stderr.startswith("ctxwatch watch: "), proc.stderr
+    assert "span export(s) failed" in proc.stderr
+
+
+def test_once_catches_up_on_corpus_sessions_of_the_three_agents_as_replay_sees_them(
+        monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
+    files = [p for kind in ("claude_code", "codex", "gemini_cli") for p in of_kind(kind, corpus)[:2]]
+    agents = {"claude_code": "claude-code", "codex": "codex", "gemini_cli": "gemini-cli"}
+    for path in files:
+        known = {loop["loop_id"] for loop in monitor.loops()}
+        proc = ctxwatch("watch", "--once", path, "--otlp", monitor.url, "--state", tmp_path / "state.json",
+                        timeout=300)
+        assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, (path.name, proc.stderr)
+        (new,) = [loop for loop in monitor.loops() if loop["loop_id"] not in known]
+        _, doc, _ = replay_json(path)
+        (session,) = doc["sessions"]
+        assert new["agent"] == agents[session["format"]] and new["loop_id"].startswith(new["agent"] + "-")
+        assert_matches_replay(loop_detail(monitor.url, new["loop_id"]), session)
+
+
+def threads_of(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def test_an_idle_session_is_evicted_and_resumed_without_repeating_a_span(
+        monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
+    original = compacting_session(corpus)
+    home, project = claude_home(tmp_path)
+    lines = lines_of(original)
+    half = len(lines) // 2
+    target = project / "33333333-2222-4333-8444-555555555555.jsonl"
+    state = tmp_path / "state.json"
+    watch = Watch(home, monitor.url, state, "--idle", "60")
+    try:
+        wait_for(lambda: state.exists(), "the watcher running")
+        idle_threads = threads_of(watch.proc.pid)  # following nothing yet
+        target.write_text("".join(lines[:half]), encoding="utf-8")
+        os.utime(target, (time.time() - 3600, time.time() - 3600))  # last written an hour ago
+        wait_for(lambda: state_of(state, target).get("line") == half, "the old half read")
+        wait_for(lambda: threads_of(watch.proc.pid) == idle_threads, "the caught-up old session evicted")
+        evicted_spans = state_of(state, target)["spans"]
+        write_slowly(target, lines[half:])  # written now: resumed, and kept while it is fresh
+        wait_for(lambda: state_of(state, target).get("line") == len(lines), "the rest read")
+        assert threads_of(watch.proc.pid) == idle_threads + 1  # fresh: its session stays in memory
+        wait_for(lambda: accepted_spans(monitor) == state_of(state, target)["spans"], "every span at the monitor")
+    finally:
+        code, stderr = watch.stop()
+    assert code in (0, 1) and "Traceback" not in stderr, stderr
+    assert state_of(state, target)["spans"] > evicted_spans
+    assert accepted_spans(monitor) == state_of(state, target)["spans"]  # none sent twice
+    _, doc, _ = replay_json(target)
+    assert_matches_replay(loop_detail(monitor.url, "claude-code-" + target.stem), doc["sessions"][0])
