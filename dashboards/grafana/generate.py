@@ -162,6 +162,16 @@ def fleet() -> Board:
           unit="ops")
     b.add("timeseries", "Loops contracting by agent", "Loops in the contraction regime, per agent.",
           [(f'sum by (agent) (job_service_agent_state:ctxwatch_loops:sum{F}, state="contracting"}})', "{{agent}}")])
+    status = "job_service_agent_status:ctxwatch_loops_by_status:sum"
+    b.add("timeseries", "Loops by state", "Loops by on-call status: healthy, refusing (the guard refused a rewrite, "
+          "the loop went on), contracting, blocked (pass cap, or the same refusal again and again), halted, idle "
+          "(no span for idle_after). docs/monitor.md, \"Loop status\".",
+          [(f"sum by (status) ({status}{F}}})", "{{status}}")],
+          links=[_link("Blocked loops on the live page", "${monitor_url}/?state=blocked", "Loop ids, last refusals")])
+    b.add("timeseries", "Loops blocked or halted by agent", "Loops that cannot rewrite (blocked: "
+          "CtxwatchLoopBlocked after 10 minutes) or that the guard halted, per agent and status.",
+          [(f'sum by (agent, status) ({status}{F}, status=~"blocked|halted"}})', "{{agent}} {{status}}")],
+          links=[_link("Halted loops on the live page", "${monitor_url}/?state=halted", "Loop ids, last refusals")])
     b.add("timeseries", "Orphaned tool parts", "tool_use / tool_result parts rewrites would leave unpaired (record "
           "000), per second.",
           [(f"sum by (agent, side) (job_service_agent_side:ctxwatch_orphaned_tool_parts:rate5m{F}}})",
@@ -194,14 +204,17 @@ def agent() -> Board:
     live = [_link("Live page: loops of ${agent}", "${monitor_url}/?agent=${agent}", "The monitor's live page"),
             _link("Live page: loop ${loop}", "${monitor_url}/?loop=${loop}", "d_t against r_t for one loop"),
             _link("Contracting loops of ${agent} (JSON)", "${monitor_url}/api/loops?agent=${agent}&state=contracting",
-                  "The monitor's API: loop ids, onset cycles")]
+                  "The monitor's API: loop ids, onset cycles"),
+            _link("Alarms of ${agent}", "${monitor_url}/?agent=${agent}&state=blocked",
+                  "The live page: blocked loops of the agent and their last refusal")]
     b = Board("ctxwatch-agent", "ctxwatch / Agent rewrite health",
               "One agent's rewrites: decisions by kind, literal loss, hash distance, findings. The loop ids are not "
               "in Prometheus (bounded labels): follow the links to the monitor's live page for one loop.",
               [JOB, ONE_AGENT, MONITOR, LOOP], [*live, _dashboard_link("Fleet overview", "ctxwatch-fleet")])
     stat = {"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "value", "graphMode": "none"}
-    b.add("stat", "Loops by state", "healthy / contracting, now.",
-          [(f"sum by (state) (job_service_agent_state:ctxwatch_loops:sum{ONE}}})", "{{state}}")],
+    b.add("stat", "Loops by state", "healthy / refusing / contracting / blocked / halted / idle, now "
+          "(docs/monitor.md, \"Loop status\").",
+          [(f"sum by (status) (job_service_agent_status:ctxwatch_loops_by_status:sum{ONE}}})", "{{status}}")],
           width=8, height=4, options=stat, links=live)
     b.add("stat", "Contraction onsets (1h)", "Loops that entered the contraction regime in the last hour.",
           [(f"sum(job_service_agent:ctxwatch_contraction_onsets:increase1h{ONE}}})", "onsets")],

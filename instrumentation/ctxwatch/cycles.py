@@ -1,10 +1,12 @@
 """The measurement of one rewrite cycle: d_t and r_t, the contraction detector's inputs.
 
-This is the only place the figures are computed. The guard calls `measure_cycle` for every rewrite
-it applies; `CycleMeter` wraps the same call for callers that hold whole buffers (`ctxwatch replay`,
-the simulated loops, the calibration in `bench/calibrate_alarm.py`), keeping the state the guard
-keeps. So every figure in docs/alarm.md is what a user's guard computes, and the monitor, which
-rebuilds the detector from the figures the guard puts on its spans, sees the same numbers.
+This is the only place the figures are computed (`_figures`). The guard calls `measure_cycle` for
+every rewrite it measures, from its running state; `CycleMeter` feeds `_figures` for callers that
+hold whole buffers (`ctxwatch replay`, the simulated loops, the calibration in
+`bench/calibrate_alarm.py`), keeping the state the guard keeps and reaching the same figures, bit for
+bit, by a cheaper way through whole buffers. So every figure in docs/alarm.md is what a user's
+guard computes, and the monitor, which rebuilds the detector from the figures the guard puts on its
+spans, sees the same numbers.
 
 For cycle t, with P_t the buffer before the rewrite and Q_t the buffer after it:
 
@@ -23,7 +25,7 @@ neither does `CycleMeter.cycle`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .diff import Change
@@ -54,27 +56,45 @@ def measure_cycle(change: Change, fp_before: BufferFingerprint, last_rewrite: Bu
     """The figures of the rewrite `change` (P_t = ``change.before``, Q_t = ``change.after``), given the
     fingerprint of P_t, that of the buffer after the previous applied rewrite (None: first cycle) and
     `counts`, how many messages of P_t hold each of its literals (so the loss costs the change's size)."""
-    fp_after = fp_before.updated(change.removed_messages, change.added_messages)
-    d = distance(last_rewrite if last_rewrite is not None else fp_before, fp_after)
-    downstream = registry.downstream_of_all(change.before.messages)
     removed: Counter[str] = Counter()
     for m in change.removed_messages:
         removed.update(registry.of(m))
     added = registry.of_all(change.added_messages)
-    lost = frozenset(lit for lit in registry.downstream_of_all(change.removed_messages)
-                     if counts.get(lit, 0) <= removed[lit] and lit not in added)
-    return CycleFigures(d, len(downstream), len(lost), lost, fp_after)
+
+    def held_after(candidates: set[str]) -> set[str]:  # a kept message or an added one holds it
+        return {lit for lit in candidates if counts.get(lit, 0) > removed[lit] or lit in added}
+
+    fp_after = fp_before.updated(change.removed_messages, change.added_messages)
+    return _figures(change, last_rewrite if last_rewrite is not None else fp_before, fp_after, registry, held_after)
+
+
+def _figures(change: Change, base: BufferFingerprint, fp_after: BufferFingerprint, registry: LiteralRegistry,
+             held_after: Callable[[set[str]], set[str]]) -> CycleFigures:
+    """d from `base` (Q_{t-1}, or P_1) to Q_t; the downstream literals of P_t; the lost ones: the
+    downstream literals of the removed messages that `held_after` does not find in Q_t."""
+    candidates = registry.downstream_of_all(change.removed_messages)
+    lost = frozenset(candidates - held_after(candidates))
+    before = registry.downstream_count(change.before.messages, change.before_digests, rewrite=(
+        change.removed_messages, change.added_messages, change.after_digests))
+    return CycleFigures(distance(base, fp_after), before, len(lost), lost, fp_after)
 
 
 class CycleMeter:
-    """Measures successive (P_t, Q_t) pairs of whole buffers with `measure_cycle`, keeping the
-    fingerprint of the last post-rewrite buffer as the guard does."""
+    """Measures successive (P_t, Q_t) pairs of whole buffers as the guard does (`measure_cycle`'s
+    figures), keeping the fingerprint of the last post-rewrite buffer as the guard does.
+
+    Whole buffers let it skip what the guard gets from its running state: fp(Q_t) is computed from
+    fp(Q_{t-1}) (only the messages that differ between the two; a compaction's epoch in between is
+    never fingerprinted) and whether Q_t holds a lost literal is looked up in Q_t itself
+    (`LiteralRegistry.held_by`), so tool output is extracted only where a candidate appears. The
+    figures are the same, bit for bit (tests/instrumentation/test_cycles.py)."""
 
     def __init__(self, fingerprinter: Fingerprinter | None = None,
                  registry: LiteralRegistry | None = None) -> None:
         self.fingerprinter = fingerprinter or Fingerprinter()
         self.registry = registry or LiteralRegistry()
         self._last: BufferFingerprint | None = None
+        self._last_digests: list[int] = []
 
     def measure(self, pre: Sequence[Message], post: Sequence[Message]) -> CycleFigures:
         """The figures of the rewrite P_t -> Q_t, recorded as applied."""
@@ -86,9 +106,26 @@ class CycleMeter:
         return None if change.is_append_only else self._measure(change)
 
     def _measure(self, change: Change) -> CycleFigures:
-        pre = change.before.messages
-        fp_pre = self.fingerprinter.buffer(pre, base=self._last)
-        counts = Counter(lit for m in pre for lit in self.registry.of(m))
-        figures = measure_cycle(change, fp_pre, self._last, self.registry, counts)
-        self._last = figures.fp_after
+        if self._last is None:
+            base = self.fingerprinter.buffer(change.before.messages)
+            fp_after = base.updated(change.removed_messages, change.added_messages)
+        else:
+            base = self._last
+            fp_after = self._fingerprint_after(change)
+        figures = _figures(change, base, fp_after, self.registry,
+                           lambda candidates: self.registry.held_by(change.after, candidates))
+        self._last, self._last_digests = figures.fp_after, change.after_digests
         return figures
+
+    def _fingerprint_after(self, change: Change) -> BufferFingerprint:
+        """fp(Q_t) from fp(Q_{t-1}), by the shorter way (both give the same sums): through P_t when P_t
+        extends Q_{t-1} by fewer messages, with the change's, than Q_t holds (a rewind of a long
+        buffer: only the appends and the change are read), else directly from the messages Q_{t-1}
+        and Q_t do not share (a compaction: the epoch in between is never read)."""
+        last, pre = self._last_digests, change.before_digests
+        appended = len(pre) - len(last)
+        if (appended >= 0 and appended + len(change.removed) + len(change.added) < len(change.after)
+                and pre[: len(last)] == last):
+            grown = self._last.updated((), change.before.messages[len(last):])
+            return grown.updated(change.removed_messages, change.added_messages)
+        return self.fingerprinter.buffer(change.after, base=self._last)

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .model import Message, ToolCall, ToolResult, part_text
@@ -159,6 +161,8 @@ class LiteralRegistry:
         self._exact = frozenset(literals)
         self._cache: dict[int, frozenset[str]] = {}
         self._cache_limit = max(2, cache_limit)
+        self._tally = _DownstreamTally()
+        self._tally_lock = threading.Lock()
 
     def register(self, name: str, pattern: str) -> None:
         """Add a user pattern (e.g. an order-number format); clears the per-message cache."""
@@ -169,6 +173,8 @@ class LiteralRegistry:
         self._needs.pop(name, None)
         self._token_local.discard(name)
         self._cache.clear()
+        with self._tally_lock:
+            self._tally = _DownstreamTally()
 
     def extract(self, text: str) -> frozenset[str]:
         """Every literal in `text`, case-sensitive; a match inside a longer *atomic* match is not
@@ -229,6 +235,104 @@ class LiteralRegistry:
 
     def downstream_of_all(self, messages: Iterable[Message]) -> set[str]:
         return set().union(*map(self.downstream, messages))
+
+    def downstream_count(self, messages: Sequence[Message], digests: Sequence[int] | None = None, *,
+                         rewrite: Rewrite | None = None) -> int:
+        """``len(self.downstream_of_all(messages))``, carried over from the previous call: when
+        `messages` extend the buffer of that call (or the result of the `rewrite` it announced),
+        only the appended messages (and the rewrite's) are read; otherwise the count is rebuilt.
+        `digests` are the messages' digests when the caller has them; `rewrite` is (removed,
+        added, digests after) of a rewrite of `messages` the caller may apply before the next call."""
+        with self._tally_lock:
+            return self._tally.rebase(self, messages, [m.digest for m in messages] if digests is None else digests,
+                                      rewrite)
+
+    def held_by(self, messages: Iterable[Message], candidates: Iterable[str]) -> set[str]:
+        """The candidates that are literals of some message: ``set(candidates) & self.of_all(messages)``,
+        but a message whose literals are not cached yet is extracted only if its text contains a
+        candidate (a literal is always a substring of the text it is read from)."""
+        left, held = set(candidates), set()
+        for m in messages:
+            if not left:
+                break
+            found = self._cache.get(m.digest)
+            if found is None:
+                text = literal_text(m) if m.tool_calls else m.text
+                if not any(lit in text for lit in left):
+                    continue
+                found = self.of(m)
+            hit = left.intersection(found)
+            held |= hit
+            left -= hit
+        return held
+
+
+# (removed messages, added messages, digests of the buffer after) of one rewrite
+Rewrite = tuple[Sequence[Message], Sequence[Message], Sequence[int]]
+
+
+def _extends(digests: Sequence[int], prefix: Sequence[int]) -> bool:
+    return len(digests) >= len(prefix) and digests[: len(prefix)] == prefix
+
+
+class _DownstreamTally:
+    """The downstream literals of one buffer's distinct messages: digest -> its literals, and
+    literal -> how many distinct messages hold it (a duplicated message adds no literal); `digests`
+    is the buffer, `pending` a rewrite of it announced by the caller."""
+
+    __slots__ = ("digests", "members", "holders", "pending")
+
+    def __init__(self) -> None:
+        self.digests: list[int] = []
+        self.members: dict[int, frozenset[str]] = {}
+        self.holders: Counter[str] = Counter()
+        self.pending: Rewrite | None = None
+
+    def rebase(self, registry: LiteralRegistry, messages: Sequence[Message], digests: Sequence[int],
+               rewrite: Rewrite | None) -> int:
+        """Move the tally to `messages` and return how many distinct downstream literals they hold."""
+        digests = list(digests)
+        pending, self.pending = self.pending, None
+        if pending is not None and _extends(digests, pending[2]):  # the rewrite was applied
+            removed, added, after = pending
+            if removed:
+                remaining = set(after)
+                for m in removed:
+                    if m.digest not in remaining and m.digest in self.members:
+                        self._drop(m.digest)
+            for m in added:
+                self._add(registry, m.digest, m)
+            self.digests = after
+        if _extends(digests, self.digests):
+            for i in range(len(self.digests), len(digests)):
+                self._add(registry, digests[i], messages[i])
+        else:  # another buffer: only the messages that differ, by digest
+            now = set(digests)
+            for digest in self.members.keys() - now:
+                self._drop(digest)
+            new = now - self.members.keys()
+            for i in range(len(digests) - 1, -1, -1):  # new messages are most often the latest ones
+                if not new:
+                    break
+                if digests[i] in new:
+                    new.discard(digests[i])
+                    self._add(registry, digests[i], messages[i])
+        self.digests = digests
+        self.pending = None if rewrite is None else (rewrite[0], rewrite[1], list(rewrite[2]))
+        return len(self.holders)
+
+    def _add(self, registry: LiteralRegistry, digest: int, message: Message) -> None:
+        if digest not in self.members:
+            found = self.members[digest] = registry.downstream(message)
+            self.holders.update(found)
+
+    def _drop(self, digest: int) -> None:
+        holders = self.holders
+        for lit in self.members.pop(digest):
+            if holders[lit] == 1:
+                del holders[lit]
+            else:
+                holders[lit] -= 1
 
 
 class _Candidates:

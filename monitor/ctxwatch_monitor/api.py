@@ -6,17 +6,38 @@ Response models are pydantic, so FastAPI's OpenAPI schema describes exactly what
 
 from __future__ import annotations
 
+import time
 from itertools import islice
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, Field
 
 from .auth import BearerAuth
 from .engine import Engine
-from .loops import LoopState
+from .loop_state import SEVERITY, STATUSES
+from .loops import ENTRY_SIZE, LoopState
 
 MAX_PAGE = 1000
+STATUS_FILTER = "Only loops with this on-call status."
+ALARM_ORDER = {"active": 0, "stopped": 1, "resolved": 2}
+Status = Literal[STATUSES]  # type: ignore[valid-type]  # the tuple's values, checked by FastAPI (422)
+STATUS_QUERY = Query(None, description=STATUS_FILTER)
+
+
+class Refusal(BaseModel):
+    time: float
+    kind: str
+    decision: str
+    invariants: list[str] = Field(description="ctxwatch.violations of the refused span.")
+    error_type: str | None = Field(description="The class the guard raised (error.type).")
+    pass_number: int | None
+    pass_cap: int | None
+    orphans_tool_use: int
+    orphans_tool_result: int
+    literals_before: int
+    literals_lost: int
+    sequence: int | None
 
 
 class LoopSummary(BaseModel):
@@ -39,8 +60,24 @@ class LoopSummary(BaseModel):
     held: int = Field(description="Spans that arrived ahead of a missing one, waiting for it (order_wait).")
     candidate_episode: int | None = Field(description="Another episode number seen for this loop, held aside "
                                                       "until a second span of it confirms it.")
+    status: str = Field(description="On-call status: healthy, refusing, contracting, blocked, halted or idle "
+                                    "(docs/monitor.md, \"Loop status\").")
+    before_idle: str | None = Field(description="The status the loop had when it went idle (null unless idle).")
+    halted_time: float | None = Field(description="When the guard halted it (first halt since the last applied "
+                                                  "rewrite or episode; unix seconds).")
+    blocked_time: float | None = Field(description="When it became blocked (same rule).")
+    blocked_reason: str | None = Field(description="Why it is blocked: the pass cap, or refusals in a row by the "
+                                                   "same invariants.")
+    last_refusal: Refusal | None = Field(description="The last refused or halted mutation (ids and counts only).")
     first_seen: float
     last_seen: float
+
+
+class Counts(BaseModel):
+    by_invariant: dict[str, dict[str, int]] = Field(description="Spans naming each invariant among "
+                                                                "ctxwatch.violations, by decision.")
+    orphans_left: int = Field(description="Tool parts the applied rewrites left orphaned.")
+    orphans_refused: int = Field(description="Tool parts the refused rewrites would have left orphaned.")
 
 
 class CycleEntry(BaseModel):
@@ -53,9 +90,11 @@ class CycleEntry(BaseModel):
     literals_lost: int
     cycle: int | None = Field(description="Detector cycle, for the cycles fed to the detector.")
     state: str = Field(description="Detector state after this entry.")
+    invariants: list[str] = Field(description="Invariant ids that refused or halted this entry.")
 
 
 class LoopDetail(LoopSummary):
+    counts: Counts
     history: list[CycleEntry]
     detector: dict[str, Any] = Field(description="The shared contraction detector's state (to_dict()).")
 
@@ -67,8 +106,16 @@ class LoopPage(BaseModel):
     loops: list[LoopSummary]
 
 
+class Alarm(LoopSummary):
+    alarm: str = Field(description="active (alarming now), stopped (went idle after an alarm) or resolved "
+                                   "(left the alarm), the last two for alarm_retention seconds.")
+
+
 class Alarms(BaseModel):
-    alarms: list[LoopSummary]
+    retention: float = Field(description="Seconds a stopped or resolved alarm stays listed (alarm_retention).")
+    alarms: list[Alarm] = Field(description="Active alarms first, then stopped and resolved ones; within each "
+                                            "by severity (halted, blocked, contracting, refusing), then most "
+                                            "recently seen first.")
 
 
 class FleetRow(BaseModel):
@@ -78,28 +125,42 @@ class FleetRow(BaseModel):
     loops: int
 
 
+class FleetStatusRow(BaseModel):
+    service: str
+    agent: str
+    status: str
+    loops: int
+
+
 class Fleet(BaseModel):
     loops_tracked: int
     rows: list[FleetRow] = Field(description="Tracked loops by (bounded) service, agent and state.")
+    status_rows: list[FleetStatusRow] = Field(description="Tracked loops by (bounded) service, agent and on-call "
+                                                          "status (ctxwatch_loops_by_status).")
 
 
 def summary(loop: LoopState) -> dict[str, Any]:
+    oncall = loop.oncall
     return {"loop_id": loop.loop_id, "service": loop.service, "agent": loop.agent, "state": loop.state,
             "cycles": loop.cycles, "onset": loop.onset, "flagged_cycle": loop.flagged,
             "alarm_time": loop.alarm_time, "guard_state": loop.guard_state, "episode": loop.episode,
             "source": loop.order.source, "source_reason": loop.order.reason, "sequence": loop.order.next - 1,
             "held": len(loop.order.pending), "candidate_episode": loop.order.candidate,
-            "first_seen": loop.first_seen, "last_seen": loop.last_seen}
+            "status": oncall.status, "before_idle": oncall.before_idle, "halted_time": oncall.halted_time,
+            "blocked_time": oncall.blocked_time, "blocked_reason": oncall.blocked_reason,
+            "last_refusal": oncall.last_refusal, "first_seen": loop.first_seen, "last_seen": loop.last_seen}
 
 
 def api_router(engine: Engine, auth: BearerAuth) -> APIRouter:
     router = APIRouter(prefix="/api", tags=["api"], dependencies=[Depends(auth.dependency())])
     store = engine.store
 
-    def page(state: str | None, agent: str | None, service: str | None, offset: int, limit: int) -> dict[str, Any]:
+    def page(state: str | None, status: str | None, agent: str | None, service: str | None, offset: int,
+             limit: int) -> dict[str, Any]:
         loops = iter(store.alarms.values()) if state == "contracting" else iter(store)
-        if state or agent is not None or service is not None:
+        if state or status or agent is not None or service is not None:
             matching = [loop for loop in loops if (state is None or loop.state == state)
+                        and (status is None or loop.oncall.status == status)
                         and (agent is None or loop.agent == agent) and (service is None or loop.service == service)]
             total, loops = len(matching), iter(matching)
         else:
@@ -111,21 +172,31 @@ def api_router(engine: Engine, auth: BearerAuth) -> APIRouter:
         loop = store.get(loop_id)
         if loop is None:
             return None
-        return {**summary(loop), "history": [c._asdict() for c in loop.cycles_in_order()],
+        oncall = loop.oncall
+        first = loop.entries - len(loop.history) // ENTRY_SIZE
+        history = [{**c._asdict(), "invariants": oncall.invariants_of(first + i)}
+                   for i, c in enumerate(loop.cycles_in_order())]
+        counts = {"by_invariant": oncall.counts or {}, "orphans_left": oncall.orphans_left,
+                  "orphans_refused": oncall.orphans_refused}
+        return {**summary(loop), "counts": counts, "history": history,
                 "detector": loop.detector.to_dict()}
 
     def fleet() -> dict[str, Any]:
         rows = [{"service": s, "agent": a, "state": st, "loops": int(n)}
                 for (s, a, st), n in engine.instruments.loops.values.items() if n]
-        return {"loops_tracked": len(store), "rows": sorted(rows, key=lambda r: (r["agent"], r["service"], r["state"]))}
+        by_status = [{"service": s, "agent": a, "status": st, "loops": int(n)}
+                     for (s, a, st), n in engine.instruments.loop_status.values.items() if n]
+        return {"loops_tracked": len(store), "rows": sorted(rows, key=lambda r: (r["agent"], r["service"], r["state"])),
+                "status_rows": sorted(by_status, key=lambda r: (r["agent"], r["service"], r["status"]))}
 
     @router.get("/loops", response_model=LoopPage, summary="Tracked loops, most recently seen first")
     async def list_loops(state: str | None = Query(None, max_length=64),
                          agent: str | None = Query(None, max_length=256),
                          service: str | None = Query(None, max_length=256),
+                         status: Status | None = STATUS_QUERY,
                          offset: int = Query(0, ge=0, le=10_000_000), limit: int = Query(100, ge=1, le=MAX_PAGE)
                          ) -> dict[str, Any]:
-        return await engine.call(page, state, agent, service, offset, limit)
+        return await engine.call(page, state, status, agent, service, offset, limit)
 
     @router.get("/loops/{loop_id:path}", response_model=LoopDetail, responses={404: {"description": "Unknown loop"}},
                 summary="One loop: cycle history (d, r, decision, state) and alarm state")
@@ -135,9 +206,20 @@ def api_router(engine: Engine, auth: BearerAuth) -> APIRouter:
             raise HTTPException(404, f"no loop {loop_id[:256]!r} is tracked")
         return found
 
-    @router.get("/alarms", response_model=Alarms, summary="Loops currently in the contraction regime")
-    async def alarms() -> dict[str, Any]:
-        return await engine.call(lambda: {"alarms": [summary(loop) for loop in store.alarms.values()]})
+    def alarm_list(status: str | None, agent: str | None, service: str | None) -> dict[str, Any]:
+        retention = engine.config.alarm_retention
+        board = [(alarm, loop) for alarm, loop in store.on_alarm_board(time.time(), retention)
+                 if (status is None or loop.oncall.status == status)
+                 and (agent is None or loop.agent == agent) and (service is None or loop.service == service)]
+        board.sort(key=lambda item: (ALARM_ORDER[item[0]], SEVERITY[item[1].oncall.status], -item[1].last_seen))
+        return {"retention": retention, "alarms": [{**summary(loop), "alarm": alarm} for alarm, loop in board]}
+
+    @router.get("/alarms", response_model=Alarms,
+                summary="Loops alarming now (contracting, blocked, halted), then recently stopped or resolved ones")
+    async def alarms(status: Status | None = STATUS_QUERY,
+                     agent: str | None = Query(None, max_length=256),
+                     service: str | None = Query(None, max_length=256)) -> dict[str, Any]:
+        return await engine.call(alarm_list, status, agent, service)
 
     @router.get("/fleet", response_model=Fleet, summary="Loop counts by service, agent and state")
     async def get_fleet() -> dict[str, Any]:

@@ -109,10 +109,20 @@ def create_app(config: MonitorConfig) -> FastAPI:
                 except Exception:  # retried at the next interval
                     log.exception("ctxwatch monitor: applying held spans failed")
 
+    async def idle_check() -> None:
+        """Every fraction of `idle_after`, mark the loops that stopped sending idle."""
+        interval = max(0.05, min(5.0, config.idle_after / 4))
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await engine.call(engine.mark_idle)
+            except Exception:  # retried at the next interval
+                log.exception("ctxwatch monitor: marking idle loops failed")
+
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         receiver.loop = asyncio.get_running_loop()  # from now on OTLP/gRPC exports are served too
-        tasks = [asyncio.create_task(gap_expiry())]
+        tasks = [asyncio.create_task(gap_expiry()), asyncio.create_task(idle_check())]
         if config.sweep_interval:  # loops past their TTL and label values past theirs
             tasks.append(asyncio.create_task(sweeper()))
         try:

@@ -46,6 +46,10 @@ class MonitorConfig:
     history: int = 32
     order_window: int = 64
     order_wait: float = 5.0
+    idle_after: float = 300.0
+    alarm_retention: float = 900.0
+    block_after: int = 3
+    refusing_for: int = 5
     label_cap: int = 100
     label_ttl: float = 3_600.0
     series_budget: int = 19_500  # with the self-metrics on top, under the 20,000 where one target starts to hurt
@@ -152,6 +156,10 @@ _OPTIONS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "history": (_positive_int, "cycles of history kept per loop"),
     "order_window": (_positive_int, "spans per loop held ahead of a missing one before its gap is given up"),
     "order_wait": (_seconds, "seconds a span waits for a missing one before its gap is given up"),
+    "idle_after": (_positive_seconds, "seconds without a span after which a loop's status is idle"),
+    "alarm_retention": (_seconds, "seconds a resolved or stopped alarm stays on the alarm list"),
+    "block_after": (_positive_int, "refusals in a row by the same invariants that make a loop blocked"),
+    "refusing_for": (_positive_int, "applied rewrites after a refusal before a loop shows healthy again"),
     "label_cap": (_positive_int, "distinct values per metric label before the overflow value"),
     "label_ttl": (_seconds, "free a service/agent label value no span carried for this long (s, 0 = never)"),
     "series_budget": (_positive_int, "metric series with service/agent labels, in total"),

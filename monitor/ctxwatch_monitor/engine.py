@@ -28,6 +28,7 @@ from ctxwatch.contraction import STATES, ContractionDetector, DetectorConfig
 
 from .config import MonitorConfig
 from .instruments import Instruments
+from .loop_state import IDLE, OncallState
 from .loops import CONTRACTING, LoopState, LoopStore
 from .ordering import GUARD, HELD, LATE, MONITOR, LoopOrder, Sequencer
 from .otlp import RawSpan
@@ -126,6 +127,7 @@ class Engine:
         loop.history, loop.entries = bytearray(row["history"]), row["entries"]
         loop.episode, loop.episode_start = row["episode"], row["episode_start"]
         loop.order = LoopOrder.from_json(row["ordering"])
+        loop.oncall = OncallState.from_json(row["oncall"])
         return loop
 
     # --- ingest --------------------------------------------------------------------------------------
@@ -181,6 +183,8 @@ class Engine:
             store.dirty.add(loop.loop_id)
         else:
             store.touch(loop, record.service, record.agent, now)
+            if loop.oncall.status == IDLE:  # it sends again: resumed with the status its spans gave
+                store.set_status(loop, loop.oncall.status_for(loop.state, self.config.refusing_for), now)
         if record.sequence is None:
             if loop.order.sequenced:
                 self.instruments.late_spans.inc(("unsequenced",))  # counted, not a cycle: the loop's guard numbers them
@@ -233,9 +237,13 @@ class Engine:
                 cycle = guard_cycle
             if record.guard_state in STATES and record.guard_state != loop.state:
                 self._set_state(loop, record.guard_state, guard_cycle, at)
+        entry = None
         if record.kind != "append":
+            entry = loop.entries
             loop.record(self.config.history, at, record.kind, record.decision, record.d, record.loss_rate,
                         record.before, record.lost, cycle)
+        loop.oncall.observe(record, at, entry, self.config.history, self.config.block_after)
+        self.store.set_status(loop, loop.oncall.status_for(loop.state, self.config.refusing_for), at)
 
     def _set_state(self, loop: LoopState, state: str, cycle: int, at: float) -> None:
         """Move the loop to another state, noting the alarm when it enters the contraction regime."""
@@ -253,6 +261,8 @@ class Engine:
         loop.detector = ContractionDetector(self.detector_config)
         loop.cycles, loop.onset, loop.flagged, loop.alarm_time = 0, None, None, None
         self.store.set_state(loop, loop.detector.state)
+        loop.oncall.new_episode()
+        self.store.set_status(loop, loop.oncall.status_for(loop.state, self.config.refusing_for), at)
 
     def expire_gaps(self) -> int:
         """Give up the gaps held spans have waited for long enough (`order_wait`); persist what that applied.
@@ -272,6 +282,20 @@ class Engine:
         if changed:
             self._persist()
         return len(self.waiting)
+
+    def mark_idle(self) -> int:
+        """Loops with no span for `idle_after` seconds become idle (persisted); returns how many did."""
+        now = time.time()
+        horizon, marked = now - self.config.idle_after, 0
+        for loop in self.store.loops.values():  # least recently seen first
+            if loop.last_seen >= horizon:
+                break
+            if loop.oncall.status != IDLE:
+                self.store.set_status(loop, IDLE, now)
+                marked += 1
+        if marked:
+            self._persist()
+        return marked
 
     def sweep(self) -> int:
         """Forget loops past the TTL and label values past the label TTL; persist (with the labels'
@@ -327,7 +351,7 @@ def _row(loop: LoopState) -> tuple[Any, ...]:
     return (loop.loop_id, loop.service, loop.agent, loop.state, loop.onset, loop.flagged, loop.alarm_time,
             loop.cycles, loop.first_seen, loop.last_seen, loop.guard_state,
             _compact_json(loop.detector.to_dict()), bytes(loop.history), loop.entries, loop.episode,
-            loop.episode_start, loop.order.to_json())
+            loop.episode_start, loop.order.to_json(), loop.oncall.to_json())
 
 
 def _span_time(record: MutationRecord, now: float) -> float:

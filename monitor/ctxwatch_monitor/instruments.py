@@ -29,6 +29,7 @@ from ctxwatch.semconv import OVERFLOW
 from . import wire
 from .config import MonitorConfig
 from .labels import BoundedLabel
+from .loop_state import STATUSES
 from .metrics import Counter, Family, Gauge, Histogram, Key, MetricSet, SeriesBudget
 from .records import AGENT_NAME, MutationRecord
 
@@ -37,12 +38,13 @@ _VECTOR_INDEX = {semconv.MUTATION_KIND: 0, semconv.DECISION: 1, AGENT_NAME: 2, s
                  semconv.ORPHAN_SIDE: 4, semconv.INVARIANT: 4}
 _DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 LOOP_LABELS = ("service", "agent", "state")
+STATUS_LABELS = ("service", "agent", "status")
 _KINDS = frozenset(MUTATION_KINDS)
 EVICTION_REASONS = ("ttl", "cap")  # not seen within the TTL; least recently seen past the cap
 WIRE_LABELS = ("service", "agent")  # label values that come from the wire (bounded, budgeted)
 # how many values each closed-set label can take (unknown kinds and invariants are OVERFLOW)
 _CLOSED_SETS = {"kind": len(MUTATION_KINDS) + 1, "decision": len(DECISIONS), "side": len(semconv.ORPHAN_SIDES),
-                "invariant": len(INVARIANTS) + 1, "state": len(STATES)}
+                "invariant": len(INVARIANTS) + 1, "state": len(STATES), "status": len(STATUSES)}
 
 
 def _family(spec: semconv.MetricSpec, budget: SeriesBudget) -> Counter | Histogram:
@@ -95,7 +97,11 @@ class Instruments:
                               ("service", "agent"), persist=True, wire=WIRE_LABELS, budget=budget)
         self.loops = Gauge("ctxwatch_loops", "Loops tracked by the monitor, by contraction state.", LOOP_LABELS,
                            wire=WIRE_LABELS, budget=budget)
-        budgeted: list[Family] = [f.family for f in fleet] + [self.onsets, self.loops]
+        self.loop_status = Gauge("ctxwatch_loops_by_status",
+                                 "Loops tracked by the monitor, by on-call status (healthy, contracting, blocked, "
+                                 "halted, idle; docs/monitor.md, \"Loop status\").", STATUS_LABELS,
+                                 wire=WIRE_LABELS, budget=budget)
+        budgeted: list[Family] = [f.family for f in fleet] + [self.onsets, self.loops, self.loop_status]
         self.series_overflow = Counter("ctxwatch_monitor_series_overflow_total",
                                        "Updates that went to a metric's overflow series (service and agent "
                                        "_OTHER) because the series budget had no room for a new series.",
@@ -141,7 +147,8 @@ class Instruments:
         for reason in EVICTION_REASONS:
             self.evictions.inc((reason,), 0)
         families: list[Family] = [f.family for f in fleet]
-        families += [self.onsets, self.loops, self.series_overflow, self.requests, self.request_duration,
+        families += [self.onsets, self.loops, self.loop_status, self.series_overflow, self.requests,
+                     self.request_duration,
                      self.spans_accepted, self.spans_rejected, self.spans_ignored, self.decode_errors,
                      self.loops_tracked, self.evictions, self.db_write_duration, self.inflight, self.late_spans,
                      self.held_spans]

@@ -4,8 +4,9 @@ Each `LoopState` has `__slots__` and keeps its history as one bytearray ring of 
 entries, so a tracked loop costs well under 2 KB. The `LoopStore` keeps loops in least-recently-
 seen order: past `max_loops` the oldest loop not in an alarm state is evicted (loops in the
 contraction regime go last, so a flood of new loop ids cannot clear an alarm), and `sweep` forgets
-loops not seen within the TTL; both are counted. The per-(service, agent, state) loop counts behind `ctxwatch_loops` are
-adjusted on every change, so /metrics never scans the loops.
+loops not seen within the TTL; both are counted. The per-(service, agent, state) loop counts behind `ctxwatch_loops`
+(and per on-call status behind `ctxwatch_loops_by_status`) are adjusted on every change, so /metrics never scans
+the loops.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from ctxwatch.contraction import STATES
 from ctxwatch.report import DECISIONS, MUTATION_KINDS
 
 from .instruments import Instruments
+from .loop_state import ALARMING, OncallState
 from .ordering import LoopOrder
 
 # 23 bytes: time (s after the loop's first_seen, float32: ms precision for hours, s after a year), d, r,
 # literals before and lost (uint16, saturating), detector cycle (0: not fed), decision, kind, state
 _ENTRY = struct.Struct("<fffHHIBBB")
+ENTRY_SIZE = _ENTRY.size
 _U16 = 0xFFFF
 _KINDS = list(MUTATION_KINDS)
 _KIND_CODES = {kind: i for i, kind in enumerate(MUTATION_KINDS)}
@@ -61,7 +64,7 @@ class LoopState:
 
     __slots__ = ("loop_id", "service", "agent", "labels", "state", "onset", "flagged", "alarm_time", "cycles",
                  "first_seen", "last_seen", "detector", "history", "entries", "guard_state", "episode",
-                 "episode_start", "order")
+                 "episode_start", "order", "oncall")
 
     def __init__(self, loop_id: str, service: str, agent: str, labels: tuple[str, str], state: str,
                  detector: Any, now: float) -> None:
@@ -79,6 +82,7 @@ class LoopState:
         self.episode = 0                     # the guard's episode (ContextGuard.new_episode) the detector follows
         self.episode_start: float | None = None  # end time of its first span, once the episode has changed
         self.order = LoopOrder()             # where the loop is in its guard's span sequence
+        self.oncall = OncallState()          # its status for on-call (loop_state)
 
     def record(self, capacity: int, time: float, kind: str, decision: str, d: float | None, r: float | None,
                before: int, lost: int, cycle: int) -> None:
@@ -115,6 +119,7 @@ class LoopStore:
         self.loops: OrderedDict[str, LoopState] = OrderedDict()
         self.alarms: dict[str, LoopState] = {}
         self.calm: OrderedDict[str, LoopState] = OrderedDict()  # the others, least recently seen first
+        self.alarm_board: dict[str, LoopState] = {}  # loops that have been in an alarming status (loop_state)
         self.dirty: set[str] = set()
         self.removed: set[str] = set()
 
@@ -130,6 +135,7 @@ class LoopStore:
 
     def _count(self, loop: LoopState, delta: int) -> None:
         self.instruments.loops.add((*loop.labels, loop.state), delta)
+        self.instruments.loop_status.add((*loop.labels, loop.oncall.status), delta)
         group = self.alarms if loop.state == CONTRACTING else self.calm
         if delta > 0:
             group[loop.loop_id] = loop
@@ -139,6 +145,8 @@ class LoopStore:
     def add(self, loop: LoopState) -> None:
         """Track a new or restored loop as the most recently seen one (evicting past the cap)."""
         self.loops[loop.loop_id] = loop
+        if loop.oncall.alarm_end is not None or loop.oncall.status in ALARMING:
+            self.alarm_board[loop.loop_id] = loop
         self._count(loop, +1)
         self.removed.discard(loop.loop_id)
         while len(self.loops) > self.max_loops:
@@ -164,8 +172,31 @@ class LoopStore:
             loop.state = state
             self._count(loop, +1)
 
+    def set_status(self, loop: LoopState, status: str, at: float) -> None:
+        """Move the loop to another on-call status (`loop_state.STATUSES`), keeping the counts by status."""
+        if status != loop.oncall.status:
+            self.instruments.loop_status.add((*loop.labels, loop.oncall.status), -1)
+            loop.oncall.moved_to(status, at)
+            if status in ALARMING:
+                self.alarm_board[loop.loop_id] = loop
+            self.instruments.loop_status.add((*loop.labels, status), +1)
+            self.dirty.add(loop.loop_id)
+
+    def on_alarm_board(self, now: float, retention: float) -> list[tuple[str, LoopState]]:
+        """The loops alarming now, or that stopped or resolved within `retention` seconds, with which
+        (`OncallState.alarm`); the others leave the board."""
+        board = []
+        for loop_id, loop in list(self.alarm_board.items()):
+            alarm = loop.oncall.alarm(now, retention)
+            if alarm is None:
+                del self.alarm_board[loop_id]
+            else:
+                board.append((alarm, loop))
+        return board
+
     def _evict(self, loop: LoopState, reason: str) -> None:
         del self.loops[loop.loop_id]
+        self.alarm_board.pop(loop.loop_id, None)
         self._count(loop, -1)
         self.dirty.discard(loop.loop_id)
         self.removed.add(loop.loop_id)
@@ -192,6 +223,7 @@ class LoopStore:
         self.loops.clear()
         self.alarms.clear()
         self.calm.clear()
+        self.alarm_board.clear()
         self.dirty.clear()
         self.removed.clear()
         self.instruments.loops_tracked.set((), 0)

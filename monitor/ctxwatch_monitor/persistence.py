@@ -30,11 +30,12 @@ from ctxwatch.contraction import STATES
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 # what turns a state file of an earlier schema into the next one (a monitor upgrade keeps its loops)
 _MIGRATIONS = {"1": ("ALTER TABLE loops ADD COLUMN episode INTEGER NOT NULL DEFAULT 0",
                      "ALTER TABLE loops ADD COLUMN episode_start REAL"),
-               "2": ("ALTER TABLE loops ADD COLUMN ordering TEXT",)}
+               "2": ("ALTER TABLE loops ADD COLUMN ordering TEXT",),
+               "3": ("ALTER TABLE loops ADD COLUMN oncall TEXT",)}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -42,7 +43,8 @@ CREATE TABLE IF NOT EXISTS loops (
     loop_id TEXT PRIMARY KEY, service TEXT NOT NULL, agent TEXT NOT NULL, state TEXT NOT NULL,
     onset INTEGER, flagged INTEGER, alarm_time REAL, cycles INTEGER NOT NULL, first_seen REAL NOT NULL,
     last_seen REAL NOT NULL, guard_state TEXT, detector TEXT NOT NULL, history BLOB NOT NULL,
-    entries INTEGER NOT NULL, episode INTEGER NOT NULL DEFAULT 0, episode_start REAL, ordering TEXT
+    entries INTEGER NOT NULL, episode INTEGER NOT NULL DEFAULT 0, episode_start REAL, ordering TEXT,
+    oncall TEXT
 );
 CREATE TABLE IF NOT EXISTS series (
     family TEXT NOT NULL, labels TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (family, labels)
@@ -50,7 +52,7 @@ CREATE TABLE IF NOT EXISTS series (
 """
 LOOP_COLUMNS = ("loop_id", "service", "agent", "state", "onset", "flagged", "alarm_time", "cycles", "first_seen",
                 "last_seen", "guard_state", "detector", "history", "entries", "episode",
-                "episode_start", "ordering")
+                "episode_start", "ordering", "oncall")
 # an update in place (not INSERT OR REPLACE, a delete and an insert that also rewrites the key index)
 _UPSERT_LOOP = (f"INSERT INTO loops VALUES ({','.join('?' * len(LOOP_COLUMNS))}) ON CONFLICT (loop_id) DO UPDATE SET "
                 + ", ".join(f"{c}=excluded.{c}" for c in LOOP_COLUMNS[1:]))
@@ -62,6 +64,7 @@ _COLUMN_TYPES: dict[str, type | tuple[type, ...]] = {
     "flagged": (int, type(None)), "alarm_time": (*_NUMBER, type(None)), "cycles": int, "first_seen": _NUMBER,
     "last_seen": _NUMBER, "guard_state": (str, type(None)), "detector": str, "history": bytes, "entries": int,
     "episode": int, "episode_start": (*_NUMBER, type(None)), "ordering": (str, type(None)),
+    "oncall": (str, type(None)),
 }  # columns not listed here are not checked
 
 

@@ -23,6 +23,8 @@ RESOURCE_SERVICE_NAME = "service.name"
 AGENT_NAME = semconv.GENAI_V1_41.agent_name
 MAX_ID_LENGTH = 256          # loop ids, agent and service names
 MAX_TOKEN_LENGTH = 64        # kinds, invariant ids, states
+MAX_ERROR_TYPE_LENGTH = 128  # error.type: an exception class name
+ERROR_TYPE = semconv.GENAI_V1_41.error_type
 MAX_LIST_LENGTH = 64         # entries in ctxwatch.violations / ctxwatch.warnings
 
 _INT_KEYS = frozenset({
@@ -33,7 +35,7 @@ _INT_KEYS = frozenset({
 _STRING_LIMITS = {
     semconv.LOOP_ID: MAX_ID_LENGTH, semconv.SERVICE_NAME: MAX_ID_LENGTH, AGENT_NAME: MAX_ID_LENGTH,
     semconv.MUTATION_KIND: MAX_TOKEN_LENGTH, semconv.DECISION: MAX_TOKEN_LENGTH,
-    semconv.CONTRACTION_STATE: MAX_TOKEN_LENGTH,
+    semconv.CONTRACTION_STATE: MAX_TOKEN_LENGTH, ERROR_TYPE: MAX_ERROR_TYPE_LENGTH,
 }
 _LIST_KEYS = frozenset({semconv.VIOLATIONS, semconv.WARNINGS})
 _DOUBLE_KEYS = frozenset({semconv.HASH_DISTANCE})
@@ -51,7 +53,7 @@ class MutationRecord:
 
     __slots__ = ("loop_id", "service", "agent", "kind", "decision", "pass_number", "pass_cap", "d", "before",
                  "lost", "orphans_tool_use", "orphans_tool_result", "violations", "warnings", "guard_state",
-                 "episode", "end_ns", "sequence", "guard_cycle", "size_after")
+                 "episode", "end_ns", "sequence", "guard_cycle", "size_after", "error_type")
 
     def __init__(self, attrs: dict[str, Any], end_ns: int) -> None:
         """`attrs` are the span's type-checked attributes; `validate` checks the rest and fills in
@@ -72,6 +74,7 @@ class MutationRecord:
         self.sequence: int | None = get(semconv.SEQUENCE)       # None: a guard that does not number its spans
         self.guard_cycle: int | None = get(semconv.CONTRACTION_CYCLE)
         self.size_after: int | None = get(semconv.SIZE_AFTER)  # None: a guard that does not send it
+        self.error_type: str | None = get(ERROR_TYPE)           # the class the guard raised, on abort and halt
 
     @property
     def loss_rate(self) -> float | None:

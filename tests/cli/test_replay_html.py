@@ -49,11 +49,16 @@ class Dom(HTMLParser):
         if tag == "section" and "session" in (a.get("class") or ""):
             self.sections.append({"id": a["id"], "status": a.get("data-status"), "charts": [], "h2": ""})
         elif tag == "svg" and self.sections:
-            self.sections[-1]["charts"].append({"cycles": int(a["data-cycles"]), "paths": [], "points": 0})
+            self.sections[-1]["charts"].append({"cycles": int(a["data-cycles"]), "paths": [], "points": 0,
+                                                "onset": [], "flag": []})
         elif tag == "polyline" and self.sections:
             self.sections[-1]["charts"][-1]["paths"].append(len((a.get("points") or "").split()))
         elif tag == "circle" and self.sections and "cycle" in (a.get("class") or ""):
             self.sections[-1]["charts"][-1]["points"] += 1
+        elif tag in ("circle", "rect") and self.sections and (a.get("class") or "").endswith("-mark"):
+            self.sections[-1]["charts"][-1][a["class"].removesuffix("-mark")].append(int(a["data-cycle"]))
+        elif tag == "p" and self.sections and a.get("class") == "legend":
+            self.sections[-1]["legends"] = self.sections[-1].get("legends", 0) + 1
         elif tag == "a":
             self.links.append(a.get("href") or "")
 
@@ -88,6 +93,15 @@ def test_html_report_in_headless_chromium(corpus: Path, tmp_path: Path) -> None:
         assert chart["paths"] == ([cycles] if cycles else [])
     statuses = [s["status"] for s in dom.sections]
     assert statuses.count("findings") == 1 and statuses.count("clean") == len(files) - 1
+    # every chart has its legend (the shaded d < r region explained); the contracting session's chart
+    # rings its onset cycle and boxes the cycle the alarm flags, the others mark nothing
+    assert all(s.get("legends") == 1 for s in dom.sections)
+    assert "shaded: d &lt; r" in html and "not an alarm by itself" in html
+    (flagged,) = [s["charts"][0] for s in dom.sections if s["status"] == "findings"]
+    (onset,), (flag,) = flagged["onset"], flagged["flag"]
+    assert 1 <= onset <= flag <= flagged["cycles"]
+    assert all(not s["charts"][0]["flag"] and not s["charts"][0]["onset"]
+               for s in dom.sections if s["status"] == "clean")
 
     shot = tmp_path / "report.png"
     taken = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2000", report.as_uri())

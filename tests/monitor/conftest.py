@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from devtools import DevTools
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -103,6 +104,16 @@ def monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
         yield proc
     finally:
         proc.stop()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[DevTools]:
+    """Headless Chromium driven over the DevTools protocol (the tests using it skip without chromium)."""
+    tools = DevTools(tmp_path / "chromium-profile")
+    try:
+        yield tools
+    finally:
+        tools.close()
 
 
 class Sender:

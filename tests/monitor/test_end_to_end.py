@@ -69,7 +69,9 @@ def test_sdk_spans_agree_with_metrics_and_api(monitor: MonitorProcess) -> None:
     assert detail["detector"] == in_process.to_dict()
     assert [c["d"] for c in detail["history"]] == [d for d, _, _ in contracting_cycles()[: in_process.cycle]]
     assert detail["history"][-1]["decision"] == "halt"
-    assert [a["loop_id"] for a in monitor.get("/api/alarms").json()["alarms"]] == ["loop-contracting"]
+    # halted by the alarm first, then the loop whose guard refused its rewrites (docs/monitor.md, "Loop status")
+    assert [(a["loop_id"], a["status"], a["alarm"]) for a in monitor.get("/api/alarms").json()["alarms"]] == [
+        ("loop-contracting", "halted", "active"), ("loop-healthy", "refusing", "active")]
     assert monitor.get("/api/loops", params={"state": "contracting"}).json()["total"] == 1
     assert monitor.get("/api/loops", params={"agent": "planner"}).json()["loops"][0]["loop_id"] == "loop-healthy"
     assert monitor.get("/api/loops/nope").status_code == 404

@@ -72,7 +72,9 @@ def test_js_sdk_force_flush_of_many_batches(tmp_path: Path) -> None:
     spans_file = tmp_path / "spans.json"
     spans_file.write_text(json.dumps([{"name": s.name, "attributes": _json_attributes(dict(s.attributes))}
                                       for s in spans]))
-    monitor = MonitorProcess(tmp_path / "state.sqlite3", "--order-wait", "0.3").start()
+    # every span arrives (the assertions below check it), so a long wait costs nothing: it only has to
+    # outlast how far apart the parallel batches land on a loaded machine (0.3 s did not, once)
+    monitor = MonitorProcess(tmp_path / "state.sqlite3", "--order-wait", "10").start()
     try:
         proc = subprocess.run(["node", str(JS / "export_spans.js"), monitor.url, str(spans_file), str(batch_size)],
                               capture_output=True, text=True, timeout=300, env={"NODE_PATH": str(modules),

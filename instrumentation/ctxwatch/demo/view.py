@@ -36,7 +36,7 @@ class FleetView:
             self._live.start()
 
     def update(self, fleet: Any, elapsed: float, alarms: list[dict[str, Any]] | None) -> None:
-        flagged = {a["loop_id"] for a in alarms} if alarms else set()
+        flagged = {a["loop_id"] for a in alarms if a.get("flagged_cycle") is not None} if alarms else set()
         if self._live is not None:
             self._live.update(self._table(fleet, elapsed, flagged))
         elif time.monotonic() - self._last_line > 5:

@@ -13,7 +13,7 @@ file), the agent name (the session format unless given) and the service name, an
 the ``timestamp`` of the record that marks it (`Session.time_of`; the export time when the
 format records none), so a backfill lands where it happened. Spans are flushed every
 `flush_every` spans, so a long session never overflows the exporter's queue. `skip` passes over
-the first spans of a session (counted, not emitted): ``ctxwatch watch`` resumes a session that way.
+the first spans of a session (counted and numbered, not emitted): ``ctxwatch watch`` resumes a session that way.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class Backfill(Observer):
         self.cycles = 0
         self.state = "healthy"
         self.spans = 0
+        telemetry.renumber(loop_id)  # the session is read from its start, skipped spans included
 
     def started(self, session: Session) -> None:
         self.session = session
@@ -94,7 +95,8 @@ class Backfill(Observer):
 
     def _emit(self, report: Report, line: int | None) -> None:
         self.spans += 1
-        if self.spans <= self.skip:
+        if self.spans <= self.skip:  # sent by an earlier run: numbered, not sent again
+            self.telemetry.number_unsent(report)
             return
         handle = self.telemetry.start(loop_id=self.loop_id, kind=report.kind, pass_number=report.pass_number,
                                       agent=self.agent, service=self.service, agent_version=self.agent_version,

@@ -5,6 +5,8 @@ mutation table.
 The chart plots each rewrite cycle at (r_t, d_t) — literal-loss rate across, hash distance up —
 joined in cycle order, over the d = r diagonal: points below it (shaded) are cycles where the
 buffer changed less than it lost, the third condition of the contraction regime (docs/alarm.md).
+The onset cycle of a contraction is ringed, the cycle the alarm flags it boxed, and a legend under
+the chart says so (the shaded region alone is not an alarm).
 Every value from a session file (paths, literals, ids) is HTML-escaped.
 """
 
@@ -31,8 +33,20 @@ table { border-collapse: collapse; margin: 8px 0; } th, td { padding: 3px 8px; b
 tr.finding td { background: #fde8e8; } .bad { color: #b3261e; font-weight: 600; } .ok { color: #1b7f3b; }
 section.session { border-top: 2px solid #dde2ea; } .row { display: flex; gap: 24px; flex-wrap: wrap; }
 svg.chart { background: #fbfcfe; border: 1px solid #dde2ea; } .notes { margin: 6px 0; padding-left: 18px; }
+.legend { font-size: 12px; color: #5a6478; max-width: 440px; }
+.legend .key { display: inline-block; width: 12px; height: 12px; vertical-align: middle; }
+.key.below { background: #fdecea; border: 1px solid #f3c4bf; } .key.cycle { background: #2f6fdf; border-radius: 6px; }
+.key.onset { border: 1px dashed #b3261e; border-radius: 6px; } .key.flag { border: 2px solid #b3261e; }
 details { margin: 4px 0; } code { font-size: 12px; background: #f3f5f9; padding: 0 3px; word-break: break-all; }
 """
+
+
+CHART_LEGEND = (
+    '<p class="legend"><span class="key below"></span> shaded: d &lt; r, the buffer changed less than it lost '
+    "literals — one of the three conditions of the contraction regime (docs/alarm.md), not an alarm by itself; "
+    '<span class="key cycle"></span> a rewrite cycle (red: the detector saw contraction evidence); '
+    '<span class="key onset"></span> onset cycle of a contraction; '
+    '<span class="key flag"></span> the cycle the alarm flags it (the guard halts there by default)</p>')
 
 
 def _x(r: float) -> float:
@@ -66,6 +80,7 @@ def chart(mutations: Sequence[MutationAudit], title: str) -> str:
         parts.append(f'<text class="empty" x="{(_x(0) + _x(1)) / 2:.1f}" y="{(_y(0) + _y(1)) / 2:.1f}" '
                      'text-anchor="middle" font-size="13" fill="#5a6478">no rewrite cycle</text>')
     else:
+        onsets = {m.verdict.onset for m in mutations if m.verdict.entered}
         points = " ".join(f"{_x(m.verdict.r):.1f},{_y(m.verdict.d):.1f}" for m in mutations)
         parts.append(f'<polyline class="path" points="{points}" fill="none" stroke="#2f6fdf" stroke-width="1.5"/>')
         for m in mutations:
@@ -75,11 +90,17 @@ def chart(mutations: Sequence[MutationAudit], title: str) -> str:
             parts.append(f'<circle class="cycle" data-cycle="{m.cycle}" cx="{cx:.1f}" cy="{cy:.1f}" r="4" '
                          f'fill="{colour}"><title>cycle {m.cycle} ({escape(m.kind)} at {escape(m.where)}): '
                          f'd={v.d:.3f} r={v.r:.3f}, {v.state}</title></circle>')
+            if m.cycle in onsets:
+                parts.append(f'<circle class="onset-mark" data-cycle="{m.cycle}" cx="{cx:.1f}" cy="{cy:.1f}" r="8" '
+                             'fill="none" stroke="#b3261e" stroke-dasharray="3 2"/>')
+            if v.entered:  # where the guard's alarm flags the loop (and halts it with the default enforcement)
+                parts.append(f'<rect class="flag-mark" data-cycle="{m.cycle}" x="{cx - 7:.1f}" y="{cy - 7:.1f}" '
+                             'width="14" height="14" fill="none" stroke="#b3261e" stroke-width="2"/>')
             if len(mutations) <= _LABELLED_POINTS:
                 parts.append(f'<text x="{cx + 6:.1f}" y="{cy - 6:.1f}" font-size="10" fill="#1d2433">'
                              f"{m.cycle}</text>")
     parts.append("</svg>")
-    return "".join(parts)
+    return "".join(parts) + CHART_LEGEND
 
 
 def _mutation_table(mutations: Sequence[MutationAudit]) -> str:

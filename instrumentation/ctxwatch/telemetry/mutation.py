@@ -119,6 +119,19 @@ class MutationTelemetry:
         except Exception as exc:  # noqa: BLE001
             self.failure("end", exc)
 
+    def renumber(self, loop_id: str) -> None:
+        """Number the loop's reports from 1 again: a backfill reports its session from the top, resumed or not."""
+        self._sequences.forget(loop_id)
+
+    def number_unsent(self, report: Report) -> None:
+        """Number a report whose span an earlier run already sent (a resumed backfill skips it), so the
+        loop's `ctxwatch.sequence` goes on where that run left it."""
+        try:
+            self._sequences.next(report.loop_id or "", report.episode, report.kind, report.decision,
+                                 report.hash_distance)
+        except Exception as exc:  # noqa: BLE001 - telemetry fails open
+            self.failure("end", exc)
+
     def _finish(self, handle: MutationHandle, report: Report) -> None:
         try:
             violations, warnings = (report.violations, report.warnings) if report.findings else ([], [])

@@ -42,3 +42,8 @@ class LoopSequences:
             entry[1] += 1
             entry[2] += fed
             return entry[1], entry[2]
+
+    def forget(self, loop_id: str) -> None:
+        """Number the loop from the start again (a reader about to report its session from the top)."""
+        with self._lock:
+            self._loops.pop(loop_id, None)

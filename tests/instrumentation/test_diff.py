@@ -1,0 +1,32 @@
+"""`Change`: the messages a proposal removes and adds are the multiset differences of the two buffers."""
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxwatch import Message, TextPart
+from ctxwatch.diff import Change
+from ctxwatch.model import Context
+
+MESSAGES = [Message("user", [TextPart(t)]) for t in "abcd"]
+buffers = st.lists(st.sampled_from(MESSAGES), max_size=8)
+
+
+def texts(messages):
+    return Counter(m.text for m in messages)
+
+
+@settings(max_examples=400, deadline=None)
+@given(buffers, buffers)
+def test_removed_and_added_are_the_multiset_differences(before, after):
+    change = Change.between(Context(tuple(before)), tuple(after), "rewrite")
+    assert texts(change.removed_messages) == texts(before) - texts(after)
+    assert texts(change.added_messages) == texts(after) - texts(before)
+
+
+def test_a_digest_wanted_once_among_two_copies_is_taken_once():
+    a, b, c, d = MESSAGES
+    change = Change.between(Context((a, c, c, d, a)), (b, c, d, d), "rewrite")
+    assert [m.text for m in change.added_messages] == ["b", "d"]
+    assert [m.text for m in change.removed_messages] == ["a", "c", "a"]
