@@ -152,7 +152,7 @@ class _State:
     recent: list[float] = field(default_factory=list)
     lost_total: int = 0
     run_start: int | None = None  # first evidence cycle of the entry run under way
-    sizes: list[int] = field(default_factory=list)  # post-rewrite sizes of the recent cycles that fed one
+    sizes: tuple[int, ...] = ()  # post-rewrite sizes of the recent cycles that fed one (a tuple: no list per loop)
 
 
 class ContractionDetector:
@@ -233,7 +233,7 @@ class ContractionDetector:
             if streak >= cfg.exit_cycles:
                 state, left, streak = "healthy", True, 0
         recent = (s.recent + [d])[-cfg.window:]
-        sizes = s.sizes if size_after is None else (s.sizes + [size_after])[-cfg.window:]
+        sizes = s.sizes if size_after is None else (*s.sizes, size_after)[-cfg.window:]
         new = _State(state, cycle, streak, onset, recent, s.lost_total + literals_lost, run_start, sizes)
         verdict = CycleVerdict(cycle, state, d, r, literals_before, literals_lost, shrinking, losing, below,
                                streak, onset, entered, left, threshold, not s.recent, size_after, contracted)
@@ -280,7 +280,7 @@ class ContractionDetector:
             raise ValueError(f"detector state field 'sizes': expected a list of integers >= 0, got {sizes!r}")
         det._s = _State(state, ints["cycle"], ints["streak"], onset,
                         [float(x) for x in recent][-det.config.window:], ints["lost_total"], run_start,
-                        sizes[-det.config.window:])
+                        tuple(sizes[-det.config.window:]))
         return det
 
     def with_config(self, config: DetectorConfig) -> ContractionDetector:
