@@ -124,7 +124,8 @@ class CycleMeter:
         and Q_t do not share (a compaction: the epoch in between is never read)."""
         last, pre = self._last_digests, change.before_digests
         appended = len(pre) - len(last)
-        if (appended >= 0 and appended + len(change.removed) + len(change.added) < len(change.after)
+        if (self._last is not None and appended >= 0
+                and appended + len(change.removed) + len(change.added) < len(change.after)
                 and pre[: len(last)] == last):
             grown = self._last.updated((), change.before.messages[len(last):])
             return grown.updated(change.removed_messages, change.added_messages)

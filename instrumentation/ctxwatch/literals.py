@@ -302,7 +302,7 @@ class _DownstreamTally:
                         self._drop(m.digest)
             for m in added:
                 self._add(registry, m.digest, m)
-            self.digests = after
+            self.digests = list(after)
         if _extends(digests, self.digests):
             for i in range(len(self.digests), len(digests)):
                 self._add(registry, digests[i], messages[i])

@@ -65,8 +65,8 @@ def identify(path: Path, format: str, records: list[dict]) -> SessionIdentity:
     """The identity of the session in `path` (of `format`), from its first `records`."""
     agent = AGENTS.get(format, format)
     if format == "codex":
-        meta = [r.get("payload") for r in records if r.get("type") == "session_meta"]
-        meta = [m for m in meta if isinstance(m, dict)]
+        payloads = [r.get("payload") for r in records if r.get("type") == "session_meta"]
+        meta = [m for m in payloads if isinstance(m, dict)]
         session_id, version, cwd = _first(meta, "id"), _first(meta, "cli_version"), _first(meta, "cwd")
         project = _project_of(cwd)
     elif format == "gemini_cli":
