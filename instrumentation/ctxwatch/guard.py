@@ -351,7 +351,7 @@ class ContextGuard:
                  tools: list[ToolSchema] | None, rendered: Any, adopt: bool, settle: bool = False,
                  deferral: str | None = None, shadow: bool | None = None) -> tuple[Report, Any]:
         started = time.perf_counter()
-        if kind is not None and kind not in MUTATION_KINDS:
+        if kind is not None and not (isinstance(kind, str) and kind in MUTATION_KINDS):
             raise ValueError(f"kind must be one of {', '.join(MUTATION_KINDS)}; got {kind!r}")
         deferral = self.config.deferral if deferral is None else check_deferral(deferral)
         shadow = self.config.shadow if shadow is None else shadow

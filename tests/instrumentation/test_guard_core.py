@@ -242,3 +242,11 @@ def test_a_failing_measurement_refuses_the_rewrite_like_a_failing_check(monkeypa
     report = guard.check([msgs[0], user("Summary: an order is late."), msgs[2]], kind="compact")
     assert report.decision in ("abort", "halt") and invariant in report.violations
     assert "boom" not in report.explain(values=True) and guard.passes_used == 0
+
+
+@pytest.mark.parametrize("kind", ["squash", ["compact"], {"kind": "compact"}])
+def test_an_unknown_kind_is_a_value_error_naming_it(kind):
+    guard = ContextGuard("core-kind")
+    guard.observe([Message("system", "rules"), Message("user", "hi")])
+    with pytest.raises(ValueError, match="kind must be one of"):
+        guard.check(guard.messages, kind=kind)

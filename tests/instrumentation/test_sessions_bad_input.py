@@ -14,7 +14,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ctxwatch.errors import InvalidContextError
@@ -166,6 +166,8 @@ codex_record = st.fixed_dictionaries(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(claude_record | json_value, min_size=1, max_size=12), st.booleans())
+@example(records=[[{"type": []}]], codex=False)  # found by CI: a list where a type name goes
+@example(records=[{"type": {}, "payload": {"role": []}}, {"type": [], "messages": [{"role": {}}]}], codex=True)
 def test_arbitrary_records_never_escape_as_tracebacks(tmp_path: Path, records: list, codex: bool) -> None:
     """Whatever the records hold, a reader yields events and skips; only SessionReadError when strict."""
     if codex:
@@ -207,3 +209,24 @@ def test_arbitrary_documents_are_events_or_skips(tmp_path: Path, events: list, s
     (tmp_path / "t.traj").write_text(json.dumps({"trajectory": steps}), encoding="utf-8")
     for name, fmt in (("e.json", "openhands"), ("t.traj", "swe_agent")):
         assert all(isinstance(e, (Snapshot, Mutation)) for e in read_session(tmp_path / name, fmt))
+
+
+UNHASHABLE = ([], {}, [["user"]], {"role": "user"})
+
+
+@pytest.mark.parametrize("value", UNHASHABLE, ids=("list", "dict", "nested", "object"))
+def test_unhashable_values_where_names_go_are_skipped_with_a_line(tmp_path: Path, value: object) -> None:
+    """A list or object where a record type, role or message type is expected is a skip naming its line."""
+    records = [
+        {"type": "session_meta", "payload": {}},
+        {"type": value, "sessionId": "s", "uuid": "a"},
+        {"type": "response_item", "payload": {"type": "message", "role": value, "content": []}},
+        [{"type": value, "data": {}}, {"role": value, "content": "x"}],
+        {"messages": [{"type": value}, {"role": value}]},
+    ]
+    path = tmp_path / "odd.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    for fmt in ("claude_code", "codex", "messages_jsonl"):
+        assert all(isinstance(e, (Snapshot, Mutation)) for e in read_session(path, fmt))
+        with pytest.raises(SessionReadError, match=rf"^{path}, line \d+: "):
+            list(read_session(path, fmt, strict=True))

@@ -39,8 +39,12 @@ def is_langchain_object(item: object) -> bool:
     return module.startswith(("langchain_core.", "langchain.")) and hasattr(item, "type")
 
 
+def _is_role(kind: object) -> bool:
+    return isinstance(kind, str) and kind in ROLES
+
+
 def is_langchain_dict(item: object) -> bool:
-    return isinstance(item, dict) and item.get("type") in ROLES and isinstance(item.get("data"), dict)
+    return isinstance(item, dict) and _is_role(item.get("type")) and isinstance(item.get("data"), dict)
 
 
 def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Message:
@@ -58,7 +62,7 @@ def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Messa
         shape = {"form": "dict"}
         if len(outer) > 2:
             shape["o"] = leftovers(r, outer, {"type", "data"})
-    if kind not in ROLES:
+    if not _is_role(kind):
         r.fail("type", f"unsupported LangChain message type {kind!r} (expected one of {', '.join(ROLES)})")
     role = ROLES[kind]
     content = data.get("content", MISSING)

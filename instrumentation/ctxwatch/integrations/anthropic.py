@@ -198,16 +198,21 @@ def _clears_inputs(configs: Mapping[str, Mapping[str, Any]]) -> bool | set[str]:
     for kind, config in configs.items():
         if kind and kind.startswith("clear_tool_uses"):
             value = config.get("clear_tool_inputs")
-            return set(value) if isinstance(value, (list, tuple)) else bool(value)
+            return {v for v in value if isinstance(v, str)} if isinstance(value, (list, tuple)) else bool(value)
     return False
+
+
+def _one_of(value: object, names: set[str]) -> bool:
+    """`value` is one of `names` (a recorded block may hold any JSON value there)."""
+    return isinstance(value, str) and value in names
 
 
 def _cleared(block: dict[str, Any], applied: set[str], inputs: bool | set[str]) -> dict[str, Any]:
     kind = block.get("type")
-    if kind == "tool_result" and block.get("tool_use_id") in applied:
+    if kind == "tool_result" and _one_of(block.get("tool_use_id"), applied):
         return {**block, "content": PLACEHOLDER}
-    if kind == "tool_use" and block.get("id") in applied and \
-            (inputs is True or (isinstance(inputs, set) and block.get("name") in inputs)):
+    if kind == "tool_use" and _one_of(block.get("id"), applied) and \
+            (inputs is True or (isinstance(inputs, set) and _one_of(block.get("name"), inputs))):
         return {**block, "input": {}}
     if kind == "compaction":  # the model reads a compaction block as its summary
         return {"type": "text", "text": block.get("content") or ""}

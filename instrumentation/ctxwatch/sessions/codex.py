@@ -32,7 +32,8 @@ _INPUT_ROLES = frozenset({"user", "developer", "system"})
 def is_model_output(item: dict) -> bool:
     kind = item.get("type")
     if kind == "message" or kind is None:
-        return item.get("role") not in _INPUT_ROLES
+        role = item.get("role")
+        return not (isinstance(role, str) and role in _INPUT_ROLES)
     return isinstance(kind, str) and not kind.endswith("_output")
 
 

@@ -89,6 +89,8 @@ def _sniff_document(head: bytes) -> str | None:
 def _record_kind(record: Any) -> str | None:
     if isinstance(record, dict):
         kind = record.get("type")
+        if not isinstance(kind, str):
+            kind = None
         if kind in _CLAUDE_TYPES and any(k in record for k in _CLAUDE_KEYS):
             return "claude_code"
         if kind in _CODEX_TYPES and "payload" in record:
