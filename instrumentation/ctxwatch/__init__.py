@@ -10,7 +10,7 @@ The public API is re-exported here and nowhere else::
 Importing ctxwatch imports no agent framework and no OpenTelemetry SDK.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+import importlib.metadata as _metadata
 
 from .config import GuardConfig
 from .contraction import ContractionDetector, CycleVerdict, DetectorConfig
@@ -36,8 +36,8 @@ from .report import DECISIONS, INVARIANTS, MUTATION_KINDS, Finding, Report
 from .telemetry import MutationTelemetry
 
 try:
-    __version__ = version("ctxwatch")
-except PackageNotFoundError:  # running from a source tree without an install
+    __version__ = _metadata.version("ctxwatch")
+except _metadata.PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0"
 
 __all__ = [
