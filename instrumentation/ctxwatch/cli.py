@@ -43,10 +43,26 @@ def _port(value: str) -> int:
     return port
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser: an argument it does not know is its own error (``ctxwatch demo: error:
+    unrecognized arguments``), not the top level's."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
     parser = argparse.ArgumentParser(prog="ctxwatch", description="Runtime guards and live observability for "
                                      "LLM agents that rewrite their own context window.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"ctxwatch {__version__}")
+    # Not required=True: argparse would then report a missing COMMAND before an unknown argument
+    # (`ctxwatch --bogus`); `parse` asks for the command once the arguments are known to be valid.
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
 
     demo = sub.add_parser("demo", help="run the monitor and a simulated fleet of guarded agent loops",
                           description="Start the monitor and a simulated fleet (healthy, contracting, orphaning, "
@@ -87,11 +103,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The parsed command line; argparse's usage error (exit 2) when it is not a valid one."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.error("the following arguments are required: COMMAND")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["monitor"]:
         return _exec_monitor(args_list[1:])
-    args = build_parser().parse_args(args_list)
+    args = parse(args_list)
     if args.command == "demo":
         from .demo import DemoOptions, run_demo
         try:

@@ -97,6 +97,9 @@ def _import(name: str) -> Any:
             path = Path(name)
             if not path.is_file():
                 raise UsageError(f"cannot import {name}: no such file")
+            folder = str(path.resolve().parent)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)  # as `python path/file.py` does, so a sibling module imports
             spec = importlib.util.spec_from_file_location(path.stem, path)
             if spec is None or spec.loader is None:
                 raise UsageError(f"cannot import {name}: not a Python module")

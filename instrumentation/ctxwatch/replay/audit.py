@@ -198,11 +198,13 @@ def loop_id_for(path: str | os.PathLike[str]) -> str:
     """A stable loop id for a session file: its name and a hash of its first 64 KiB (so a copy
     gets the same id, and a session file that grows keeps it)."""
     p = Path(path)
-    try:
-        with p.open("rb") as f:
-            head = f.read(_LOOP_HASH_BYTES)
-    except OSError:
-        head = str(p.resolve()).encode()
+    head = os.path.abspath(p).encode()  # what names a file that cannot be read (not resolve(): a symlink loop raises)
+    if p.is_file():  # never opens a FIFO or device (see sessions.files.check_file)
+        try:
+            with p.open("rb") as f:
+                head = f.read(_LOOP_HASH_BYTES)
+        except OSError:
+            pass
     stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in p.stem)[:_STEM_CHARS]
     return f"{LOOP_ID_PREFIX}-{stem}-{xxhash.xxh3_64_hexdigest(head)[:12]}"
 

@@ -1,7 +1,8 @@
 """Opening session files: checks, bounded JSONL streaming, capped JSON documents, and their errors.
 
-A file that cannot be read at all (missing, a directory, empty, binary, a single JSON document
-over the size cap) raises `SessionReadError`, one line naming the file. A file is binary when its
+A file that cannot be read at all (missing, a directory, a FIFO or device, a symlink loop, empty,
+binary, a single JSON document over the size cap) raises `SessionReadError`, one line naming the
+file; a FIFO or device is refused before anything is read from it. A file is binary when its
 first line (up to 64 KiB) holds a NUL byte or is not UTF-8 text, whatever the file's size: garbage after valid records
 costs only the lines it is on. Inside a JSONL file, a
 corrupt, truncated or over-long line is a `Skip` collected on the session (or, with
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -38,9 +40,14 @@ class SessionReadError(InvalidContextError):
 def check_file(path: Path) -> bytes:
     """The first bytes of a readable, non-empty, text file; SessionReadError otherwise."""
     try:
-        if path.is_dir():
-            raise SessionReadError(path, "is a directory, not a session file")
-        with path.open("rb") as f:
+        # Opened without blocking and checked before reading: a FIFO would wait for a writer, a
+        # device would be read for ever.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        kind = _not_a_regular_file(os.fstat(fd).st_mode)
+        if kind:
+            os.close(fd)
+            raise SessionReadError(path, f"is {kind}, not a session file")
+        with os.fdopen(fd, "rb") as f:
             head = f.read(_SNIFF_BYTES)
     except FileNotFoundError:
         raise SessionReadError(path, "no such file") from None
@@ -53,6 +60,15 @@ def check_file(path: Path) -> bytes:
     if _binary(head.lstrip()):
         raise SessionReadError(path, "is a binary file, not JSON or JSONL")
     return head
+
+
+def _not_a_regular_file(mode: int) -> str | None:
+    """What a file of this mode is when it is not a regular file ("a directory", "a FIFO", ...)."""
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return None if stat.S_ISREG(mode) else "not a regular file"
 
 
 def _binary(head: bytes) -> bool:
