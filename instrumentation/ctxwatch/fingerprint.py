@@ -48,6 +48,13 @@ _PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^`{|}~"
 _WORD = re.compile(r"[^\s" + re.escape(_PUNCTUATION) + r"]+")
 
 
+def _surrogates_replaced(message: Message) -> Message:
+    """A stand-in for the features of a message whose text holds lone surrogates, which xxhash
+    cannot hash (they have no UTF-8): the same text with each one read as U+FFFD."""
+    text = message.text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return Message(message.role, text)
+
+
 def message_features(message: Message) -> set[str]:
     """The distinct features of one message: lower-cased word bigrams (one word: the word)."""
     words = _WORD.findall(message.text.lower())
@@ -110,7 +117,11 @@ class Fingerprinter:
             if len(self._cache) >= self.cache_limit:
                 for stale in list(self._cache)[: max(1, self.cache_limit // 2)]:
                     del self._cache[stale]
-            found = self._cache[key] = self._compute(message)
+            try:
+                found = self._compute(message)
+            except UnicodeEncodeError:  # a lone surrogate in the text (JSON's "\ud800" reads as one)
+                found = self._compute(_surrogates_replaced(message))
+            self._cache[key] = found
         return found
 
     def _compute(self, message: Message) -> Contribution:

@@ -142,7 +142,7 @@ class Message:
         """Canonical bytes of what the model sees of this message (stable rendering)."""
         if self._canonical is None:
             body = [self.role, self.name, [p.to_canonical() for p in self.parts], self.extra]
-            self._canonical = canonical_json(body).encode("utf-8")
+            self._canonical = canonical_json(body).encode("utf-8", "surrogatepass")
         return self._canonical
 
     @property

@@ -111,7 +111,7 @@ def read_content(r: Reader, value: Any, field: str, *, text_types: frozenset[str
             entry["bare"] = 1
         elif not isinstance(block, dict):
             r.fail(where, f"expected a content block object, got {type(block).__name__}")
-        elif (kind := block.get("type")) in text_types:
+        elif isinstance(kind := block.get("type"), str) and kind in text_types:  # any JSON value may be there
             part = TextPart(r.key(block, "text", where + ".text"))
             if kind != default_text:
                 entry["t"] = kind

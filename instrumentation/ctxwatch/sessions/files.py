@@ -112,6 +112,8 @@ def parse_line(raw: bytes) -> Any:
             reason = "Unterminated string" if exc.msg.startswith("Unterminated string") else exc.msg
             raise BadJSON(f"truncated JSON ({reason}, column {column})", line) from None
         raise BadJSON(f"corrupt JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
+    except ValueError as exc:  # not a JSONDecodeError: an integer over Python's digit limit (4,300)
+        raise BadJSON(f"unreadable JSON number ({str(exc).partition(':')[0]})") from None
     except RecursionError:
         raise BadJSON("JSON nested too deeply to read") from None
 

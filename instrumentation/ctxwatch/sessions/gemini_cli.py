@@ -163,7 +163,7 @@ def _read(session: Session, record: Any, where: str, line: int | None) -> tuple[
         session.skip(line, "not a Gemini CLI message record (no string 'id')", where)
         return None
     kind = record.get("type")
-    if kind not in MODEL_FACING:
+    if not (isinstance(kind, str) and kind in MODEL_FACING):  # any JSON value may be there
         return None
     text = _parts(record.get("content"))
     if kind == "user":
