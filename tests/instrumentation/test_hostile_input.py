@@ -47,11 +47,19 @@ RAW_LINES = (b"\xff\xfe{\"type\": \"user\"}", b"\x00", b"{\"type\": \"user\", \"
 _DROP = object()
 
 
-def nested(depth: int) -> list:
-    value: list = []
-    for _ in range(depth):
-        value = [value]
-    return value
+_DEEP = "<nested 5,000 lists deep>"  # drawn as this marker (Hypothesis prints what it draws), then built
+
+
+def deepened(value: Any) -> Any:
+    """`value` with each `_DEEP` marker replaced by a list nested 5,000 deep."""
+    if value == _DEEP:
+        deep: list = []
+        for _ in range(5000):
+            deep = [deep]
+        return deep
+    if isinstance(value, dict):
+        return {k: deepened(v) for k, v in value.items()}
+    return [deepened(v) for v in value] if isinstance(value, list) else value
 
 
 @st.composite
@@ -99,19 +107,26 @@ def codex(kind: str, payload: dict) -> dict:
     return {"timestamp": "2026-01-01T00:00:00Z", "type": kind, "payload": payload}
 
 
+def codex_item(payload: dict) -> dict:
+    return codex("response_item", payload)
+
+
+def codex_text(role: str, kind: str, text: str) -> dict:
+    return codex_item({"type": "message", "role": role, "content": [{"type": kind, "text": text}]})
+
+
 CODEX = [
-    codex("session_meta", {"id": "s", "base_instructions": {"text": "be good"}}),
-    codex("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}),
-    codex("response_item", {"type": "reasoning", "summary": [], "encrypted_content": "e"}),
-    codex("response_item", {"type": "function_call", "name": "sh", "arguments": "{}", "call_id": "c1"}),
-    codex("response_item", {"type": "function_call_output", "call_id": "c1", "output": "done"}),
-    codex("response_item", {"type": "message", "role": "assistant",
-                            "content": [{"type": "output_text", "text": "ok"}]}),
-    codex("compacted", {"message": "we ran sh", "replacement_history": [
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "we ran sh"}]},
+    codex("session_meta", {"id": "rollout-7", "base_instructions": {"text": "You are Codex."}}),
+    codex("turn_context", {"cwd": "/srv/app", "model": "gpt-5"}),
+    codex_text("user", "input_text", "Run the flaky test of ORD-1042"),
+    codex_item({"type": "function_call", "name": "shell", "arguments": "{\"cmd\": \"pytest\"}", "call_id": "call_7"}),
+    codex_item({"type": "function_call_output", "call_id": "call_7", "output": "1 failed"}),
+    codex_item({"type": "reasoning", "summary": [{"type": "summary_text", "text": "retry"}], "encrypted_content": "e"}),
+    codex_text("assistant", "output_text", "It fails on retry."),
+    codex("compacted", {"message": "ORD-1042 fails on retry", "replacement_history": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "ORD-1042 fails on retry"}]},
     ]}),
     codex("event_msg", {"type": "context_compacted"}),
-    codex("turn_context", {"cwd": "/srv"}),
 ]
 
 GEMINI_META = {"sessionId": "3c1e0a52", "projectHash": "ab" * 32, "startTime": "2026-01-02T10:00:00.000Z"}
@@ -221,7 +236,7 @@ SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[Healt
 @given(data=st.data(), raw=raw_lines)
 def test_a_jsonl_recording_with_hostile_values_reads_cleanly(tmp_path: Path, fmt: str, data: st.DataObject,
                                                              raw: list[tuple[int, bytes]]) -> None:
-    records = data.draw(mutated(JSONL_RECORDINGS[fmt]), label="records")
+    records = [data.draw(mutated(record), label=f"line {i}") for i, record in enumerate(JSONL_RECORDINGS[fmt], 1)]
     path = tmp_path / f"{fmt}.jsonl"
     write_jsonl(path, records, raw)
     assert_read_cleanly(path, fmt)
@@ -259,7 +274,7 @@ ADAPTER_INPUTS = {"openai_chat": CHAT, "anthropic": ANTHROPIC, "openai_responses
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_an_adapter_given_hostile_values_reads_them_or_names_the_message(fmt: str, data: st.DataObject) -> None:
-    value = data.draw(mutated(ADAPTER_INPUTS[fmt], hostile | st.just(nested(5000))), label="messages")
+    value = deepened(data.draw(mutated(ADAPTER_INPUTS[fmt], hostile | st.just(_DEEP)), label="messages"))
     for detected in (fmt, None):
         try:
             messages = to_messages(value, detected)
@@ -298,3 +313,19 @@ def test_a_lone_surrogate_is_hashed_and_fingerprinted() -> None:
     guard.observe(context)
     rewritten = guard.apply([{"role": "user", "content": "deploy \ud800 ORD-1042"}], kind="rewrite")
     assert rewritten == [{"role": "user", "content": "deploy \ud800 ORD-1042"}] or rewritten == context
+
+
+@pytest.mark.parametrize("where", ["message type", "tool call type"])
+def test_a_deeply_nested_langchain_type_names_the_field(where: str) -> None:
+    """Found by fuzzing: the error message's repr of the value, and a tool call's kept `type`, recursed."""
+    value = deepened(_DEEP)
+    messages = [{"type": "human", "data": {"content": "hi", "type": "human"}},
+                {"type": "ai", "data": {"content": "", "type": "ai", "tool_calls": [
+                    {"name": "f", "args": {}, "id": "c1", "type": "tool_call"}]}}]
+    if where == "message type":
+        messages[0]["type"] = value
+    else:
+        messages[1]["data"]["tool_calls"][0]["type"] = value
+    with pytest.raises(InvalidContextError) as err:
+        to_messages(messages, "langchain")
+    assert "\n" not in str(err.value) and str(err.value).startswith("message ")

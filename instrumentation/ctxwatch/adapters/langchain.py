@@ -16,6 +16,7 @@ message when it is not installed (``pip install 'ctxwatch[langchain]'``).
 from __future__ import annotations
 
 import json
+import reprlib
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -63,7 +64,7 @@ def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Messa
         if len(outer) > 2:
             shape["o"] = leftovers(r, outer, {"type", "data"})
     if not _is_role(kind):
-        r.fail("type", f"unsupported LangChain message type {kind!r} (expected one of {', '.join(ROLES)})")
+        r.fail("type", f"unsupported LangChain message type {reprlib.repr(kind)} (expected one of {', '.join(ROLES)})")
     role = ROLES[kind]
     content = data.get("content", MISSING)
     parts, content_shape = read_content(r, content, "content", text_types=_TEXT, default_text="text",
@@ -111,7 +112,7 @@ def _read_calls(r: Reader, calls: Any, shape: dict) -> list[Part]:
                             json.dumps(args, ensure_ascii=False, separators=(",", ":"))))
         entry: dict[str, Any] = {}
         if c.get("type", MISSING) != "tool_call":
-            entry["t"] = c.get("type", "absent")
+            entry["t"] = r.json(c["type"], where + ".type") if "type" in c else "absent"
         if not _CALL_KEYS.issuperset(c):
             entry["k"] = leftovers(r, c, _CALL_KEYS, where)
         entries.append((i, entry))
