@@ -87,7 +87,8 @@ class Fingerprinter:
         self.seed = seed
         self.cache_limit = cache_limit
         self._mask = 2 * lanes - 1
-        self._offset = int.from_bytes(array("I", repeat(_BIAS, lanes)).tobytes(), "little")
+        self._biased = array("I", repeat(_BIAS, lanes))  # every lane at zero, offset-binary
+        self._offset = int.from_bytes(self._biased, "little")
         self._cache: dict[int, Contribution] = {}
 
     @property
@@ -116,15 +117,14 @@ class Fingerprinter:
 
     def _compute(self, message: Message) -> Contribution:
         feats = message_features(message)
-        vec = [_BIAS] * self.lanes
+        vec = array("I", self._biased)
         mask = self._mask
         # one step per feature (a message's features rarely share a lane, so counting them first
         # would only add a pass)
         for hashed in map(xxhash.xxh3_64_intdigest, feats, repeat(self.seed)):
             code = hashed & mask
             vec[code >> 1] += 1 if code & 1 else -1
-        packed = int.from_bytes(array("I", vec).tobytes(), "little") - self._offset
-        return Contribution(packed, len(feats))
+        return Contribution(int.from_bytes(vec, "little") - self._offset, len(feats))
 
     def buffer(self, messages: Iterable[Message], *,
                base: BufferFingerprint | None = None) -> BufferFingerprint:
