@@ -15,6 +15,7 @@ import json
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import xxhash
@@ -76,13 +77,23 @@ def proposals(base: list[Message], count: int, changed: int, seed: int) -> list[
     return out
 
 
+def timed(label: str, fn: Callable[[], object], repeat: int,
+          setup: Callable[[], object] | None = None) -> tuple[Timing, Timing]:
+    """Wall time of `fn` (`measure`), and the CPU time of this process in the same runs: on a loaded
+    machine the wall time also counts the time spent waiting for a core."""
+    cpu: list[float] = []
+
+    def run() -> None:
+        started = time.process_time()
+        fn()
+        cpu.append(time.process_time() - started)
+
+    return measure(label, run, repeat, setup=setup), Timing(f"  CPU time of the same {repeat} runs", cpu)
+
+
 def cold_first_check(base: list[Message], repeat: int, seed: int,
                      enforce: dict | None = None) -> tuple[Timing, Timing]:
-    """A new guard observing fresh message objects (nothing cached), then its first check: wall time,
-    and the CPU time of this process in the same runs (on a loaded machine the wall time of a run this
-    long also counts the time spent waiting for a core)."""
-    which = " (structural)" if enforce else " (every invariant)"
-    cpu: list[float] = []
+    """A new guard observing fresh message objects (nothing cached), then its first check."""
     runs = iter([(fresh_copy(base), fresh_copy(proposals(base, 1, 5, seed=seed + k)[0])) for k in range(repeat)])
     state: dict = {}
 
@@ -91,13 +102,11 @@ def cold_first_check(base: list[Message], repeat: int, seed: int,
         state["guard"] = ContextGuard("bench-cold", pass_cap=None, enforce={"contraction": "warn", **(enforce or {})})
 
     def first_check() -> None:
-        started = time.process_time()
         state["guard"].observe(state["ctx"], boundary=0)
         state["guard"].check(state["prop"], kind="compact")
-        cpu.append(time.process_time() - started)
 
-    wall = measure("cold: observe + first check" + which, first_check, repeat, setup=setup)
-    return wall, Timing("cold, CPU time" + which, cpu)
+    which = " (structural)" if enforce else " (every invariant)"
+    return timed("cold: observe + first check" + which, first_check, repeat, setup=setup)
 
 
 def main() -> None:
@@ -119,8 +128,8 @@ def main() -> None:
     guard.observe(base, boundary=0)
     todo = iter(proposals(base, args.repeat + 1, 5, seed=11))
     guard.check(next(todo), kind="compact")  # warm-up: the unchanged messages' caches are filled
-    warm = measure("full check warm (every invariant)", lambda: guard.check(next(todo), kind="compact"),
-                   args.repeat)
+    warm, warm_cpu = timed("full check warm (every invariant)", lambda: guard.check(next(todo), kind="compact"),
+                           args.repeat)
 
     structural_only = {inv: "off" for inv in ("policy_isolation", "pass_cap", "directive_colocation",
                                               "literal_loss", "order", "contraction")}
@@ -136,11 +145,9 @@ def main() -> None:
 
     print(floor.row("ms"))
     print(structural.row("ms", baseline=floor))
-    print(warm.row("ms", baseline=floor))
-    print(cold_structural.row("ms", baseline=floor))
-    print(cold.row("ms", baseline=floor))
-    print(cold_structural_cpu.row("ms", baseline=floor))
-    print(cold_cpu.row("ms", baseline=floor))
+    for wall, cpu in ((warm, warm_cpu), (cold_structural, cold_structural_cpu), (cold, cold_cpu)):
+        print(wall.row("ms", baseline=floor))
+        print(cpu.row("ms", baseline=floor))
     print("\ntargets (issue 12; medians):")
     for target in targets(floor, structural, warm, cold_structural, cold):
         print(f"  {target}")
