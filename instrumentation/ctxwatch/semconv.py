@@ -78,6 +78,8 @@ CACHE_INVALIDATED_CHARS = "ctxwatch.cache.invalidated.chars"
 CACHE_INVALIDATED_TOKENS = "ctxwatch.cache.invalidated.tokens"
 CACHE_READ_TOKENS = "ctxwatch.cache.read.tokens"
 CACHE_CREATION_TOKENS = "ctxwatch.cache.creation.tokens"
+CACHE_FIGURES: tuple[str, ...] = (CACHE_INVALIDATED_CHARS, CACHE_INVALIDATED_TOKENS, CACHE_READ_TOKENS,
+                                  CACHE_CREATION_TOKENS)
 SHADOW = "ctxwatch.mutation.shadow"
 # Opt-in content (only with content capture on).
 LOST_LITERAL_VALUES = "ctxwatch.literals.lost_values"
