@@ -13,8 +13,9 @@ OpenAI's tokens, downloads its encoding files on first use, and the guard never 
 `ProviderCache` holds what a provider's response says it read from and wrote to its cache; the
 readers take an SDK object or the plain JSON of its ``usage`` and never raise (a missing, negative or
 non-integer figure is left out): Anthropic's ``cache_read_input_tokens`` /
-``cache_creation_input_tokens``, OpenAI Chat Completions' ``prompt_tokens_details.cached_tokens``,
-OpenAI Responses' ``input_tokens_details.cached_tokens`` and LangChain's standard
+``cache_creation_input_tokens``, OpenAI Chat Completions' ``prompt_tokens_details.cached_tokens`` /
+``cache_write_tokens``, OpenAI Responses' ``input_tokens_details.cached_tokens`` / ``cache_write_tokens``
+(the write count is in the openai SDK's types from 3.x; older responses carry reads only) and LangChain's standard
 ``usage_metadata.input_token_details`` (``cache_read`` / ``cache_creation``).
 """
 
@@ -87,13 +88,18 @@ def anthropic_cache(usage: Any) -> ProviderCache:
 
 
 def openai_chat_cache(usage: Any) -> ProviderCache:
-    """From an OpenAI Chat Completions ``usage``: ``prompt_tokens_details.cached_tokens`` (reads only)."""
-    return ProviderCache(_tokens(_field(_field(usage, "prompt_tokens_details"), "cached_tokens")))
+    """From an OpenAI Chat Completions ``usage``: ``prompt_tokens_details.cached_tokens`` / ``cache_write_tokens``."""
+    return _openai_details(_field(usage, "prompt_tokens_details"))
 
 
 def openai_responses_cache(usage: Any) -> ProviderCache:
-    """From an OpenAI Responses ``usage`` (and the Agents SDK's): ``input_tokens_details.cached_tokens``."""
-    return ProviderCache(_tokens(_field(_field(usage, "input_tokens_details"), "cached_tokens")))
+    """From an OpenAI Responses ``usage`` (and the Agents SDK's per-request usage):
+    ``input_tokens_details.cached_tokens`` / ``cache_write_tokens``."""
+    return _openai_details(_field(usage, "input_tokens_details"))
+
+
+def _openai_details(details: Any) -> ProviderCache:
+    return ProviderCache(_tokens(_field(details, "cached_tokens")), _tokens(_field(details, "cache_write_tokens")))
 
 
 def langchain_cache(usage_metadata: Any) -> ProviderCache:

@@ -208,7 +208,7 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(CACHE_INVALIDATED_TOKENS, "int", "report: the same, in tokens estimated as ceil(chars / 4)"),
     AttributeSpec(CACHE_READ_TOKENS, "int", "report, when the caller noted the provider's cache reads of a response"),
     AttributeSpec(CACHE_CREATION_TOKENS, "int", "report, when the caller noted the provider's cache writes "
-                  "(Anthropic) of a response"),
+                  "of a response"),
     AttributeSpec(VIOLATIONS, "string[]", "report (empty list when none)"),
     AttributeSpec(WARNINGS, "string[]", "report (empty list when none)"),
     AttributeSpec(CONTRACTION_STATE, "string", "report"),

@@ -53,8 +53,8 @@ CACHE_COUNTERS = {
     semconv.CACHE_INVALIDATED_TOKENS: "The same in estimated tokens (ctxwatch.cache.invalidated.tokens summed).",
     semconv.CACHE_READ_TOKENS: "Tokens the providers served from their prompt cache, as the responses report "
                                "them (ctxwatch.cache.read.tokens summed).",
-    semconv.CACHE_CREATION_TOKENS: "Tokens the providers wrote to their prompt cache (Anthropic; "
-                                   "ctxwatch.cache.creation.tokens summed).",
+    semconv.CACHE_CREATION_TOKENS: "Tokens the providers wrote to their prompt cache (as the responses report "
+                                   "them; ctxwatch.cache.creation.tokens summed).",
 }
 
 

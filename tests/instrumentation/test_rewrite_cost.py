@@ -151,6 +151,10 @@ def test_provider_cache_figures_ride_on_the_next_span_once_and_add_up() -> None:
     (openai_chat_cache, {"prompt_tokens": 20, "prompt_tokens_details": None}, ProviderCache()),
     (openai_responses_cache, {"input_tokens": 125, "input_tokens_details": {"cached_tokens": 98}},
      ProviderCache(98)),
+    (openai_responses_cache, {"input_tokens_details": {"cached_tokens": 98, "cache_write_tokens": 27}},
+     ProviderCache(98, 27)),
+    (openai_chat_cache, {"prompt_tokens_details": {"cached_tokens": 1, "cache_write_tokens": 2}},
+     ProviderCache(1, 2)),
     (langchain_cache, {"input_tokens": 350, "input_token_details": {"cache_read": 100, "cache_creation": 200}},
      ProviderCache(100, 200)),
     # hostile or odd values are left out, never raised
