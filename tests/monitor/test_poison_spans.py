@@ -265,3 +265,14 @@ def test_a_series_that_cannot_be_written_is_left_out_and_counted() -> None:
         assert 'good_total{agent="a"} 2.0' in text
         assert "huge" not in text
     assert skipped.values[()] == 4  # two series left out of each of the two renders
+
+
+def test_a_guard_cycle_past_uint32_saturates_in_the_history() -> None:
+    """Regression: a held span of `test_protobuf_int64_extremes...` (ctxwatch.contraction.cycle = 2^63 - 1)
+    applied once its gap was given up made the packed history entry raise struct.error in the gap-expiry task."""
+    from ctxwatch_monitor.loops import LoopState
+
+    loop = LoopState("pb-int64-max", "svc", "agent", ("svc", "agent"), "healthy", None, 0.0)
+    loop.record(10, 1.0, "compact", "patch", 0.3, 0.1, 2**63 - 1, 2**63 - 1, 2**63 - 1)
+    (entry,) = loop.cycles_in_order()
+    assert (entry.cycle, entry.literals_before, entry.literals_lost) == (2**32 - 1, 2**16 - 1, 2**16 - 1)
