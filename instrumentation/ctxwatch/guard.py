@@ -10,6 +10,10 @@ also settles a deferred rewrite by the guard's deferral mode and returns the con
 `apply()` returns it or raises the record's error. In shadow mode nothing is changed or refused:
 the caller's proposal is used and the report and span say what the guard would have done.
 
+Every report says what the change the agent now uses invalidates of the provider's prompt cache
+(`ctxwatch.cache`: nothing on a refusal or a deferral) and carries the provider's own cache figures noted
+since the guard's last span (`note_provider_cache`).
+
 Turns the caller appended after its last `observe()` and before proposing a rewrite (a tool call
 and its result, appended before compacting) are taken as appended first: the rewrite is evaluated
 on top of them, a conversion keeps them verbatim, and a refusal hands them back.
