@@ -194,6 +194,14 @@ def fleet() -> Board:
           "(CtxwatchDeferredBacklog above 25%).",
           [(f"job_service_agent:ctxwatch_deferrals_per_rewrite:ratio_rate15m{F}}}", "{{agent}}")],
           unit="percentunit")
+    b.add("timeseries", "Prompt cache: tokens invalidated vs read, by agent", "Estimated tokens of consumed "
+          "context the applied rewrites invalidated for the provider's prompt cache (re-sent, and billed, at full "
+          "price), against the tokens the providers report they served from their cache; per second. A deferred "
+          "or refused rewrite invalidates nothing (docs/telemetry.md, \"What rewrites cost\").",
+          [(f"sum by (agent) (job_service_agent:ctxwatch_cache_invalidated_tokens:rate5m{F}}})",
+            "{{agent}} invalidated"),
+           (f"sum by (agent) (job_service_agent:ctxwatch_cache_read_tokens:rate5m{F}}})", "{{agent}} cache read")],
+          width=24)
     b.add("table", "Firing ctxwatch alerts", "Alerts Prometheus is firing now.",
           [('ALERTS{alertname=~"Ctxwatch.*", alertstate="firing"}', "{{alertname}}")], width=24,
           options={"showHeader": True})
