@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -243,21 +244,41 @@ def new_sessions(args: argparse.Namespace, url: str, projects: Path, head: list[
         time.sleep(2)  # its watches are set
         print(percent_row(cpu_percent_windows(inotify.pid, args.window, args.windows,
                                               "watchfiles (inotify) on the same tree, idle"), idle))
-        events = []
-        for n in range(args.latency_repeat):
-            path = projects / f"-home-dev-inotify{n}" / f"{uuid.uuid4()}.jsonl"
-            path.parent.mkdir()
+        printed: queue.Queue = queue.Queue()
+        threading.Thread(target=_read_events, args=(inotify, printed), daemon=True).start()
+        events, missed = [], 0
+        for _ in range(args.latency_repeat):
+            path = projects / "-home-dev-new0" / f"{uuid.uuid4()}.jsonl"  # a directory watched since the start
             t0 = time.monotonic()
             path.write_text("".join(head), encoding="utf-8")
-            while True:
-                at, _, changed = inotify.stdout.readline().rstrip("\n").partition(" ")
-                if changed == str(path):
-                    events.append(float(at) - t0)
-                    break
-        print(Timing("inotify: file created -> event (watchfiles)", events).row("ms"))
+            at = _event_for(printed, path, t0 + 10)
+            if at is None:
+                missed += 1
+            else:
+                events.append(at - t0)
+        print(Timing("inotify: file created -> event (watchfiles)", events).row("ms")
+              + (f"   ({missed} events missed)" if missed else ""))
     finally:
         inotify.kill()
         inotify.wait()
+
+
+def _event_for(events: queue.Queue, path: Path, deadline: float) -> float | None:
+    """When the inotify baseline printed an event for `path` (its monotonic time), or None by `deadline`."""
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            at, changed = events.get(timeout=left)
+        except queue.Empty:
+            break
+        if changed == str(path):
+            return at
+    return None
+
+
+def _read_events(process: subprocess.Popen, events: queue.Queue) -> None:
+    for line in process.stdout:
+        at, _, changed = line.rstrip("\n").partition(" ")
+        events.put((float(at), changed))
 
 
 def catch_up(args: argparse.Namespace, url: str, tmp: Path) -> None:
