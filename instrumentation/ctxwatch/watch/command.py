@@ -1,8 +1,10 @@
 """``ctxwatch watch [PATH ...]``: its options, and the loop that follows the session files.
 
-Every ``--poll`` seconds the followed files are looked at (`Follower.poll`: a grown file wakes its
-session's thread, so a new record is read within a poll interval, and its span waits at most
-`SEND_DELAY_S` in the exporter's batch); every ``--rescan`` seconds the places are searched again
+Every ``--poll`` seconds the files of the sessions in memory are looked at (`Follower.poll`: a grown
+file wakes its session's thread, so a new record is read within a poll interval, and its span waits
+at most `SEND_DELAY_S` in the exporter's batch), and every ``--idle-poll`` seconds the files of the
+evicted ones too (most files of a long-used machine: polling them less often is what keeps the idle
+cost of thousands of files low); every ``--rescan`` seconds the places are searched again
 for new session files (`discovery.Places`: one ``stat`` per directory, a listing of the
 directories that changed); every ``--checkpoint`` seconds the spans made so far are flushed and the
 state file written (so a restart neither repeats nor loses a span). Polling is the mechanism: one
@@ -65,6 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"distinct project service names before 'other' (default {DEFAULT_SERVICE_CAP})")
     parser.add_argument("--poll", type=_seconds, default=0.25, metavar="SECONDS",
                         help="how often files are looked at (default 0.25)")
+    parser.add_argument("--idle-poll", type=_seconds, default=1.0, metavar="SECONDS",
+                        help="how often the files of sessions evicted from memory (or never started) are looked "
+                        "at (default 1)")
     parser.add_argument("--rescan", type=_seconds, default=0.25, metavar="SECONDS",
                         help="how often the places are searched for new sessions (default 0.25: a search "
                         "stats each directory and lists only those that changed)")
@@ -89,6 +94,7 @@ class Watcher:
         self._errors = error_count()
         self._saved: dict[str, FileState] = {}  # in the state file, not followed (yet)
         self._written: dict[str, FileState] | None = None  # what the state file holds now
+        self._next_idle_poll = 0.0
         try:
             self._saved = load_state(state_path)
         except StateError as exc:
@@ -102,8 +108,14 @@ class Watcher:
                                             idle_s=self.args.idle)
 
     def poll(self) -> None:
+        """Look at the files of the sessions in memory (or not started yet); every ``--idle-poll`` seconds at
+        all the others too."""
+        now = time.monotonic()
+        everyone = now >= self._next_idle_poll
+        if everyone:
+            self._next_idle_poll = now + self.args.idle_poll
         for path, follower in list(self.followers.items()):
-            if not follower.poll():
+            if (everyone or follower.starting_or_active) and not follower.poll():
                 del self.followers[path]
 
     def checkpoint(self) -> None:

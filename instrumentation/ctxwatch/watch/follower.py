@@ -101,6 +101,11 @@ class Follower:
     def active(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def starting_or_active(self) -> bool:
+        """Whether its session is in memory or has not started yet (the files looked at every ``--poll``)."""
+        return self.active or (self.identity is None and not self.ignored)
+
     def checkpoint(self) -> FileState:
         """The state to persist now (spans counted so far; the flush that follows exports them)."""
         self._progress()
