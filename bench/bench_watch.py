@@ -256,8 +256,11 @@ def new_sessions(args: argparse.Namespace, url: str, projects: Path, head: list[
                 missed += 1
             else:
                 events.append(at - t0)
-        print(Timing("inotify: file created -> event (watchfiles)", events).row("ms")
-              + (f"   ({missed} events missed)" if missed else ""))
+        if events:
+            print(Timing("inotify: file created -> event (watchfiles)", events).row("ms")
+                  + (f"   ({missed} events missed)" if missed else ""))
+        else:
+            print(f"inotify: no event within 10 s for any of the {missed} files created")
     finally:
         inotify.kill()
         inotify.wait()
