@@ -179,6 +179,10 @@ def fleet() -> Board:
     b.add("timeseries", "Invariant violations", "Enforced findings by invariant id, per second.",
           [(f"sum by (invariant) (job_service_agent_invariant_decision:ctxwatch_invariant_violations:rate5m{F}}})",
             "{{invariant}}")], unit="ops")
+    b.add("timeseries", "Applied rewrites per hour by agent and kind", "Compactions, microcompactions (prune), "
+          "elisions... the agents applied, per hour: for a coding-agent fleet followed by `ctxwatch watch`.",
+          [(f'3600 * sum by (agent, kind) ({mutations}{F}, kind!="append", decision="patch"}})', "{{agent}} {{kind}}")],
+          width=24)
     b.row("Distributions")
     b.add("heatmap", "Hash distance d_t", "Fingerprint distance between consecutive buffers (0..1), by bucket.",
           [(f"sum by (le) (job_service_agent_decision_le:ctxwatch_rewrite_hash_distance_bucket:rate5m{F}}})",

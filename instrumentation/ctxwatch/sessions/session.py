@@ -10,10 +10,10 @@ While it is read, a session also keeps where each tool id first entered a buffer
 record that introduced an id rather than the point where it was noticed; and `facts`, what the
 reader learned about the session as a whole (e.g. Claude Code's ``inherited_compaction``).
 
-`recorded_ns` is the ``timestamp`` of the latest JSONL record read that carries one (Claude Code,
-Codex and Gemini CLI records do), in unix nanoseconds (None before any, and for single-document
-formats); `time_of(line)` is the time recorded at or before `line`, for the last `MAX_TIMES`
-stamped records (an event's time is that of the record that marks it).
+`recorded_ns` is the ``timestamp`` of the latest record read that carries one (Claude Code, Codex and
+Gemini CLI records do, in JSONL and in Gemini CLI's ``.json`` document), in unix nanoseconds (None
+before any); `time_of(line)` is the time recorded at or before `line`, for the last `MAX_TIMES`
+stamped JSONL records (an event's time is that of the record that marks it).
 
 `take_provider_cache()` hands over the prompt-cache figures of the model responses read since it was last
 called (a reader notes them with `note_provider_cache`: Claude Code's ``message.usage``), so a consumer
@@ -108,12 +108,17 @@ class Session:
     def stamped(self, lines: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
         """`lines`, noting each record's ``timestamp`` in `recorded_ns` as it goes by."""
         for line, value in lines:
-            if isinstance(value, dict):
-                at = recorded_time_ns(value.get("timestamp"))
-                if at is not None:
-                    self.recorded_ns = at
-                    self._times.append((line, at))
+            self.note_time(value, line)
             yield line, value
+
+    def note_time(self, record: Any, line: int | None = None, key: str = "timestamp") -> None:
+        """Note the time `record` carries under `key` (if any) as the latest recorded (at `line`, for a JSONL
+        record; a document's records have no line, so their events take the latest time noted)."""
+        at = recorded_time_ns(record.get(key)) if isinstance(record, dict) else None
+        if at is not None:
+            self.recorded_ns = at
+            if line is not None:
+                self._times.append((line, at))
 
     def time_of(self, line: int | None) -> int | None:
         """When the record at `line` (or the nearest stamped one before it) was written, if still known;
