@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from .model import Context, Message
 
 
-def common_prefix(a: list, b: list) -> int:
-    """How many leading items `a` and `b` share (equal slices compare in C, so this costs little)."""
+def common_prefix(a: Sequence, b: Sequence) -> int:
+    """How many leading items `a` and `b` (two lists or two tuples) share; equal slices compare in C."""
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
         return n

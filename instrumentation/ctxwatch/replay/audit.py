@@ -271,11 +271,11 @@ class Auditor:
         self._read_any = True
         buf = self.buffer
         buf.sync(m.before)
-        size_before, digests_before = buf.size, list(buf.digests)
+        size_before, digests_before = buf.size, buf.digests
         calls, results, in_flight_ids = self._pairs_through(m)
         self._listed.update(calls, results)
         in_flight = tuple(self._at(cid, m.where) for cid in in_flight_ids)
-        change = Change(Context(m.before), m.after, "rewrite", digests_before, list(buf.digests))
+        change = Change(Context(m.before), m.after, "rewrite", digests_before, buf.digests)
         figures = self.meter.measure_change(change)
         verdict = self.detector.update(figures.d, figures.literals_before, figures.literals_lost, buf.size)
         audit = MutationAudit(

@@ -12,18 +12,19 @@ messages costs the messages that changed, not m·n Python steps (bench/bench_rep
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..diff import common_prefix
 from ..invariants.pairing import PairIndex, PairScanner
 from ..model import Message
 
 
 class AuditedBuffer:
-    """One session's current buffer: its messages, their digests, sizes and tool pairs."""
+    """One session's current buffer: its messages, their digests, sizes and tool pairs.
+
+    `messages` and `digests` are replaced, never changed in place, by `sync`: the ones of the buffer
+    before stay valid for whoever holds them (a mutation's measurement reads both sides)."""
 
     def __init__(self, *, strict: bool) -> None:
-        self.messages: list[Message] = []
+        self.messages: tuple[Message, ...] = ()
         self.digests: list[int] = []
         self._sizes: list[int] = [0]  # _sizes[i]: characters of the first i messages
         self.scanner = PairScanner(strict=strict, undo=True)
@@ -37,19 +38,22 @@ class AuditedBuffer:
     def pairs(self) -> PairIndex:
         return self.scanner.pairs()
 
-    def shared(self, buffer: Sequence[Message]) -> int:
+    def shared(self, buffer: tuple[Message, ...]) -> int:
         """How many leading messages `buffer` has in common with this one."""
-        return common_prefix(self.messages, list(buffer))
+        return common_prefix(self.messages, buffer)
 
-    def sync(self, buffer: Sequence[Message], shared: int | None = None) -> None:
+    def sync(self, buffer: tuple[Message, ...], shared: int | None = None) -> None:
         """Become `buffer` (`shared`: its common prefix with this one, when already known)."""
         keep = self.shared(buffer) if shared is None else shared
-        del self.messages[keep:], self.digests[keep:], self._sizes[keep + 1:]
+        if keep == len(self.messages) == len(buffer):
+            self.messages = buffer
+            return
+        del self._sizes[keep + 1:]
         self.scanner.truncate(keep)
-        total = self._sizes[-1]
-        for m in buffer[keep:]:
-            self.messages.append(m)
-            self.digests.append(m.digest)
+        total, added = self._sizes[-1], buffer[keep:]
+        for m in added:
             total += m.size
             self._sizes.append(total)
             self.scanner.push(m)
+        self.messages = buffer
+        self.digests = self.digests[:keep] + [m.digest for m in added]
