@@ -63,13 +63,10 @@ def strict_for(format: str | None) -> bool:
 def index_pairs(messages: Sequence[Message], *, strict: bool = True) -> PairIndex:
     """Index the calls and results of `messages` and classify each as paired, pending or orphaned.
     `strict`: a result must follow its call with only tool traffic between (see the module docstring)."""
-    scanner = PairScanner(strict=strict)
-    for m in messages:
-        scanner.push(m)
-    return scanner.pairs()
+    return PairScanner(strict=strict).extend(messages).pairs()
 
 
-@dataclass
+@dataclass(slots=True)
 class _Undo:
     """What pushing one message changed, so `PairScanner.truncate` can take it back."""
 
@@ -100,47 +97,56 @@ class PairScanner:
         return self.index
 
     def push(self, m: Message) -> None:
-        idx, strict, i = self.index, self.strict, self.count
-        self.count += 1
-        undo = None
-        if self._undo is not None:
-            undo = _Undo(self.waiting, self.answered, (len(idx.orphan_calls), len(idx.orphan_results),
-                                                       len(idx.duplicate_calls), len(idx.duplicate_results)))
-            self._undo.append(undo)
-            if m.call_ids or m.result_ids:
-                self.waiting = dict(self.waiting)  # the undo record keeps the one before
-        cuts = m.plain and (strict or _model_speaks(m))
-        if not (m.call_ids or m.result_ids):
-            if cuts and self.waiting:
-                self._cut_off(i, undo)
-            return
-        if strict and self.waiting and m.result_ids and _speaks_before_results(m):
-            self._cut_off(i, undo)  # Anthropic wants the tool_result blocks first in the user turn
-        for rid in m.result_ids:
-            if rid in idx.results:
-                idx.duplicate_results.append(rid)
-            else:
-                idx.results[rid] = i
-                if undo is not None:
-                    undo.results.append(rid)
-            if self.waiting.pop(rid, None) is None:
-                idx.orphan_results.append(rid)  # no call, a call cut off from it, or a call after it
-            self.answered = True
-        if cuts and self.waiting:
-            self._cut_off(i, undo)  # text beside the results (or the calls): the turn is over
-        if m.call_ids:
-            if strict and self.answered and self.waiting:
-                self._cut_off(i, undo)  # a new call after results: the unanswered ones were skipped
-            self.answered = False
-        for call in m.tool_calls:
-            if call.id in idx.calls:
-                idx.duplicate_calls.append(call.id)
-            else:
-                idx.calls[call.id] = i
-                idx.call_names[call.id] = call.name
-                if undo is not None:
-                    undo.calls.append(call.id)
-            self.waiting[call.id] = i
+        self.extend((m,))
+
+    def extend(self, messages: Sequence[Message]) -> PairScanner:
+        """Push each of `messages` in turn (one loop: `index_pairs` of a long buffer is a hot path)."""
+        idx, strict, log = self.index, self.strict, self._undo
+        waiting, answered, i = self.waiting, self.answered, self.count
+        for m in messages:
+            undo = None
+            if log is not None:
+                undo = _Undo(waiting, answered, (len(idx.orphan_calls), len(idx.orphan_results),
+                                                 len(idx.duplicate_calls), len(idx.duplicate_results)))
+                log.append(undo)
+                if m.call_ids or m.result_ids:
+                    waiting = dict(waiting)  # the undo record keeps the one before
+            if not (m.call_ids or m.result_ids):  # most messages: they matter only to a tool turn in progress
+                if waiting and m.plain and (strict or _model_speaks(m)):
+                    waiting = self._cut_off(waiting, i, undo)
+                i += 1
+                continue
+            cuts = m.plain and (strict or _model_speaks(m))
+            if strict and waiting and m.result_ids and _speaks_before_results(m):
+                waiting = self._cut_off(waiting, i, undo)  # Anthropic wants the tool_result blocks first
+            for rid in m.result_ids:
+                if rid in idx.results:
+                    idx.duplicate_results.append(rid)
+                else:
+                    idx.results[rid] = i
+                    if undo is not None:
+                        undo.results.append(rid)
+                if waiting.pop(rid, None) is None:
+                    idx.orphan_results.append(rid)  # no call, a call cut off from it, or a call after it
+                answered = True
+            if cuts and waiting:
+                waiting = self._cut_off(waiting, i, undo)  # text beside the results (or the calls): the turn is over
+            if m.call_ids:
+                if strict and answered and waiting:
+                    waiting = self._cut_off(waiting, i, undo)  # a new call after results: the rest were skipped
+                answered = False
+            for call in m.tool_calls:
+                if call.id in idx.calls:
+                    idx.duplicate_calls.append(call.id)
+                else:
+                    idx.calls[call.id] = i
+                    idx.call_names[call.id] = call.name
+                    if undo is not None:
+                        undo.calls.append(call.id)
+                waiting[call.id] = i
+            i += 1
+        self.waiting, self.answered, self.count = waiting, answered, i
+        return self
 
     def entered_from(self, n: int) -> tuple[list[str], list[str]]:
         """(call ids, result ids) first indexed by the messages from index `n` on (needs ``undo``)."""
@@ -168,14 +174,15 @@ class PairScanner:
                 else:
                     idx.separated[cid] = earlier
 
-    def _cut_off(self, at: int, undo: _Undo | None) -> None:
+    def _cut_off(self, waiting: dict[str, int], at: int, undo: _Undo | None) -> dict[str, int]:
+        """Every call in `waiting` is orphaned, cut off at message `at`; the (empty) waiting calls after."""
         idx = self.index
-        for cid in self.waiting:
+        for cid in waiting:
             idx.orphan_calls.append(cid)
             if undo is not None:
                 undo.separated.append((cid, idx.separated.get(cid)))
             idx.separated[cid] = at
-        self.waiting = {}
+        return {}
 
 
 def _model_speaks(m: Message) -> bool:
