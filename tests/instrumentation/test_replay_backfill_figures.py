@@ -10,17 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from backfill_spans import backfilled
 from corpus_files import claude_code_branches, claude_code_compactions, claude_code_microcompacts, of_kind
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ctxwatch import semconv
 from ctxwatch.literals import LiteralRegistry
-from ctxwatch.replay.audit import audit_session
-from ctxwatch.replay.backfill import Backfill
 from ctxwatch.sessions import Mutation, read_session
-from ctxwatch.telemetry import MutationTelemetry
 
 CHANGING = [p for p in of_kind("claude_code") if claude_code_compactions(p) or claude_code_microcompacts(p)
             or claude_code_branches(p)]
@@ -39,15 +34,9 @@ def _whole_buffer_appends(path: Path) -> list[tuple[int, int, int]]:
 
 @pytest.mark.parametrize("path", CHANGING, ids=lambda p: p.name[:60])
 def test_append_spans_carry_the_whole_buffers_figures(path: Path) -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    telemetry = MutationTelemetry(provider, capture_content=False)
-    registry = LiteralRegistry()
-    audit = audit_session(path, registry=registry, observer_for=lambda a: Backfill(
-        telemetry, lambda: None, loop_id=a.loop_id, agent="claude-code", service="s", registry=registry))
+    audit, spans = backfilled(path, "claude-code")
     assert audit.readable and audit.mutations
     appends = [(s.attributes[semconv.SIZE_BEFORE], s.attributes[semconv.SIZE_AFTER],
                 s.attributes[semconv.LITERALS_BEFORE])
-               for s in exporter.get_finished_spans() if s.attributes[semconv.MUTATION_KIND] == "append"]
+               for s in spans if s.attributes[semconv.MUTATION_KIND] == "append"]
     assert appends == _whole_buffer_appends(path)

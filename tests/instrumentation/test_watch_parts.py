@@ -9,17 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
+from backfill_spans import backfilled
 from corpus_files import jsonl, of_kind
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ctxwatch import semconv
-from ctxwatch.literals import LiteralRegistry
-from ctxwatch.replay.audit import audit_session
-from ctxwatch.replay.backfill import Backfill
 from ctxwatch.sessions.session import recorded_time_ns
-from ctxwatch.telemetry import MutationTelemetry
 from ctxwatch.watch.identity import OTHER, ServiceLabels, identify
 from ctxwatch.watch.state import FileState, StateError, load_state, save_state
 from ctxwatch.watch.tail import Tail
@@ -94,15 +88,7 @@ def test_recorded_timestamps_are_read_to_the_microsecond() -> None:
 def test_replay_spans_carry_the_time_recorded_in_the_file(corpus: Path) -> None:
     path = next(p for p in of_kind("claude_code", corpus) if any(r.get("subtype") == "compact_boundary"
                                                                 for _, r in jsonl(p)))
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    telemetry = MutationTelemetry(provider, capture_content=False)
-    registry = LiteralRegistry()
-    audit = audit_session(path, registry=registry, observer_for=lambda a: Backfill(
-        telemetry, lambda: None, loop_id=a.loop_id, agent="claude-code", service="s", registry=registry,
-        agent_version="2.1.39"))
-    spans = exporter.get_finished_spans()
+    audit, spans = backfilled(path, "claude-code", "2.1.39")
     stamps = {recorded_time_ns(r["timestamp"]) for _, r in jsonl(path) if "timestamp" in r}
     assert spans and all(s.start_time == s.end_time and s.end_time in stamps for s in spans)
     compactions = [s for s in spans if s.attributes[semconv.MUTATION_KIND] == "compact"]
