@@ -10,17 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
+from backfill_spans import backfilled
 from corpus_files import document, jsonl, of_kind
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ctxwatch import semconv
-from ctxwatch.literals import LiteralRegistry
-from ctxwatch.replay.audit import audit_session
-from ctxwatch.replay.backfill import Backfill
 from ctxwatch.sessions.session import recorded_time_ns
-from ctxwatch.telemetry import MutationTelemetry
 from ctxwatch.watch.identity import OTHER, ServiceLabels, identify
 from ctxwatch.watch.state import FileState, StateError, load_state, save_state
 from ctxwatch.watch.tail import Tail
@@ -90,19 +84,6 @@ def test_recorded_timestamps_are_read_to_the_microsecond() -> None:
     assert recorded_time_ns("2026-02-11T21:41:40.277Z") == 1770846100277000000
     assert recorded_time_ns("2026-02-11T21:41:40") is None  # no time zone: not a recorded instant
     assert recorded_time_ns(1770846100) is None
-
-
-def backfilled(path: Path, agent: str, version: str | None = None):
-    """The audit of `path` and the spans `replay --otlp` makes of it (the real SDK, in memory)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    telemetry = MutationTelemetry(provider, capture_content=False)
-    registry = LiteralRegistry()
-    audit = audit_session(path, registry=registry, observer_for=lambda a: Backfill(
-        telemetry, lambda: None, loop_id=a.loop_id, agent=agent, service="s", registry=registry,
-        agent_version=version))
-    return audit, exporter.get_finished_spans()
 
 
 def test_replay_spans_carry_the_time_recorded_in_the_file(corpus: Path) -> None:

@@ -23,6 +23,7 @@ the first spans of a session (counted and numbered, not emitted): ``ctxwatch wat
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -34,6 +35,7 @@ from ..report import Report
 from ..sessions import Mutation, Session, Snapshot
 from ..telemetry import MutationTelemetry, error_count
 from .audit import MutationAudit, Observer, SessionAudit
+from .buffer import FollowedBuffer
 
 DEFAULT_SERVICE = "ctxwatch-replay"
 FLUSH_EVERY = 512
@@ -44,8 +46,30 @@ class BackfillError(RuntimeError):
     """The OTLP endpoint could not be reached or refused the spans (one line, names the URL)."""
 
 
-def _size(messages: tuple[Message, ...]) -> int:
-    return sum(m.size for m in messages)
+class _SpannedBuffer(FollowedBuffer):
+    """The buffer of the last span: its size, and how many distinct literals it holds (a literal ->
+    messages-holding-it tally, so a span costs the messages that changed, not the whole buffer)."""
+
+    def __init__(self, registry: LiteralRegistry) -> None:
+        super().__init__()
+        self.registry = registry
+        self.holders: Counter[str] = Counter()
+
+    @property
+    def literals(self) -> int:
+        return len(self.holders)
+
+    def _take_back(self, keep: int) -> None:
+        holders = self.holders
+        for m in self.messages[keep:]:
+            for lit in self.registry.of(m):
+                if holders[lit] == 1:
+                    del holders[lit]
+                else:
+                    holders[lit] -= 1
+
+    def _push(self, message: Message) -> None:
+        self.holders.update(self.registry.of(message))
 
 
 class Backfill(Observer):
@@ -62,7 +86,7 @@ class Backfill(Observer):
         self.session: Session | None = None
         self.registry = registry
         self.flush_every = flush_every
-        self.current: tuple[Message, ...] = ()
+        self.current = _SpannedBuffer(registry)
         self.cycles = 0
         self.state = "healthy"
         self.spans = 0
@@ -88,18 +112,18 @@ class Backfill(Observer):
             lost_literals=frozenset(audit.lost), orphans_tool_use=len(audit.orphaned_calls),
             orphans_tool_result=len(audit.orphaned_results), contraction_state=v.state,
             invalidated_chars=cost.chars, invalidated_tokens=cost.tokens), mutation.line)
-        self.current = mutation.after
+        self.current.sync(mutation.after)
 
     def _grow_to(self, messages: tuple[Message, ...], line: int | None) -> None:
-        if messages == self.current:
+        if messages == self.current.messages:
             return
-        before = self.current
+        before, size_before, literals_before = self.current.messages, self.current.size, self.current.literals
+        self.current.sync(messages)
         self._emit(Report(
             loop_id=self.loop_id, kind="append", decision="patch", findings=[], messages_before=len(before),
             messages_after=len(messages), pass_number=self.cycles, pass_cap=None, agent=self.agent,
-            size_before=_size(before), size_after=_size(messages),
-            literals_before=len(self.registry.of_all(before)), contraction_state=self.state), line)
-        self.current = messages
+            size_before=size_before, size_after=self.current.size,
+            literals_before=literals_before, contraction_state=self.state), line)
 
     def _emit(self, report: Report, line: int | None) -> None:
         self.spans += 1
