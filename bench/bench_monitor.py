@@ -43,6 +43,7 @@ from pathlib import Path
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from prometheus_client.parser import text_string_to_metric_families
 
 from ctxwatch import semconv
 
@@ -235,9 +236,8 @@ class Run:
 
 
 def _sample(text: str, name: str) -> float:
-    """The sum of a family's samples in a Prometheus text exposition."""
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "))
+    """The sum of the samples named `name` in a Prometheus text exposition."""
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == name)
 
 
 def _mmm(values: list[float]) -> str:
