@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from .config import Config, in_words
-from .promql import Not, NotRegex, Regex, Selector
+from .promql import ANY, Not, NotRegex, Regex, Selector
 
 FLEET_BY = "job, service, agent"
 
@@ -43,7 +43,6 @@ SPANS_REJECTED = "job_instance:ctxwatch_monitor_spans_rejected:ratio_rate5m"
 REQUEST_DURATION_BUCKETS = "job_handler_le:ctxwatch_monitor_request_duration_seconds_bucket:rate5m"
 DB_WRITE_BUCKETS = "job_le:ctxwatch_monitor_db_write_duration_seconds_bucket:rate5m"
 
-ANY = Selector()
 PATCH = Selector.of(decision="patch")
 
 RECORDING_HEADER = """\
