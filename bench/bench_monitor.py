@@ -18,6 +18,8 @@ Phases:
    against /healthz on the idle monitor (same run)
 6. idle connections: /healthz latency (a new connection per probe) while 1,000 connections are
    open and idle, against the same probes with none open (same run)
+7. decode: `ctxwatch_monitor.otlp.decode` in this process, the same requests as OTLP/JSON and as
+   protobuf in interleaved rounds: spans/s of each and the JSON/protobuf ratio (same run)
 
 Prints min / median / max of the throughput of the runs, p50/p99 latency, RSS, and the ratio of the
 full path to the decode ceiling measured in the same run. Loopback only; bounded in time.
@@ -46,6 +48,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client.parser import text_string_to_metric_families
 
 from ctxwatch import semconv
+from ctxwatch_monitor.otlp import decode
+from ctxwatch_monitor.records import RESOURCE_KEYS, SPAN_KEYS
 
 SPANS_PER_REQUEST = 512
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -378,6 +382,24 @@ def budget(args: argparse.Namespace, workdir: Path) -> None:
         monitor.stop()
 
 
+def decode_cost(args: argparse.Namespace, workdir: Path) -> None:
+    """In-process decode of the same requests in both encodings, interleaved, so load weighs on both."""
+    step = args.loops_per_request
+    protobuf = [build_request(first, step, 0) for first in range(0, args.loops, step)]
+    bodies = {"protobuf": protobuf, "json": [as_otlp_json(body) for body in protobuf]}
+    rates: dict[str, list[float]] = {encoding: [] for encoding in bodies}
+    for _ in range(args.decode_rounds):
+        for encoding, encoded in bodies.items():
+            start = time.perf_counter()
+            for body in encoded:
+                decode(body, encoding, SPAN_KEYS, RESOURCE_KEYS)
+            rates[encoding].append(len(encoded) * SPANS_PER_REQUEST / (time.perf_counter() - start))
+    for encoding, values in rates.items():
+        print(f"decode {encoding:8}: {_mmm(values)} spans/s")
+    ratio = statistics.median(rates["json"]) / statistics.median(rates["protobuf"])
+    print(f"ratio json/protobuf (medians): {ratio:.3f}")
+
+
 def idle_connections(args: argparse.Namespace, workdir: Path) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = args.idle_connections + 256
@@ -420,7 +442,8 @@ def main() -> None:
     parser.add_argument("--skip-scale", action="store_true")
     parser.add_argument("--probes", type=int, default=200, help="/healthz probes per measurement")
     parser.add_argument("--idle-connections", type=int, default=1000)
-    parser.add_argument("--only", choices=("throughput", "scale", "budget", "idle"), action="append",
+    parser.add_argument("--decode-rounds", type=int, default=7, help="rounds of the decode phase (default 7)")
+    parser.add_argument("--only", choices=("throughput", "scale", "budget", "idle", "decode"), action="append",
                         help="run only these phases (repeatable; default all)")
     args = parser.parse_args()
     if args.loops < 100:
@@ -428,7 +451,8 @@ def main() -> None:
     if (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {1})
     with tempfile.TemporaryDirectory(prefix="ctxwatch-bench-") as tmp:
-        phases = {"throughput": throughput, "scale": scale, "budget": budget, "idle": idle_connections}
+        phases = {"throughput": throughput, "scale": scale, "budget": budget, "idle": idle_connections,
+                  "decode": decode_cost}
         for name, phase in phases.items():
             if (args.only is None and not (name == "scale" and args.skip_scale)) or name in (args.only or ()):
                 phase(args, Path(tmp))
