@@ -15,7 +15,7 @@ from typing import Any
 
 from . import rules as r
 from .config import Config, in_words, percent
-from .promql import Regex, Selector
+from .promql import Not, Regex, Selector
 
 SCHEMA_VERSION = 41  # Grafana 11.6 / 12.x
 GRID_WIDTH = 24
@@ -183,6 +183,10 @@ def fleet(config: Config) -> Board:
           [(f"sum by (agent, side) ({FLEET(r.ORPHANS)})", "{{agent}} {{side}}")], unit="ops")
     b.add("timeseries", "Invariant violations", "Enforced findings by invariant id, per second.",
           [(f"sum by (invariant) ({FLEET(r.VIOLATIONS)})", "{{invariant}}")], unit="ops")
+    b.add("timeseries", "Applied rewrites per hour by agent and kind", "Compactions, microcompactions (prune), "
+          "elisions... the agents applied, per hour: for a coding-agent fleet followed by `ctxwatch watch`.",
+          [(f"3600 * sum by (agent, kind) ({FLEET(r.MUTATIONS, kind=Not('append'), decision='patch')})",
+            "{{agent}} {{kind}}")], width=24)
     b.row("Distributions")
     b.add("heatmap", "Hash distance d_t", "Fingerprint distance between consecutive buffers (0..1), by bucket.",
           [(f"sum by (le) ({FLEET(r.HASH_DISTANCE_BUCKETS)})", "{{le}}")], heatmap=True,
@@ -196,6 +200,12 @@ def fleet(config: Config) -> Board:
     b.add("timeseries", "Deferred backlog", "Share of rewrites deferred to the next session boundary, per agent "
           f"(CtxwatchDeferredBacklog above {percent(config.deferred_backlog.value)}).",
           [(FLEET(r.DEFERRED_SHARE), "{{agent}}")], unit="percentunit")
+    b.add("timeseries", "Prompt cache: tokens invalidated vs read, by agent", "Estimated tokens of consumed "
+          "context the applied rewrites invalidated for the provider's prompt cache (re-sent, and billed, at full "
+          "price), against the tokens the providers report they served from their cache; per second. A deferred "
+          "or refused rewrite invalidates nothing (docs/telemetry.md, \"What rewrites cost\").",
+          [(f"sum by (agent) ({FLEET(r.CACHE_INVALIDATED)})", "{{agent}} invalidated"),
+           (f"sum by (agent) ({FLEET(r.CACHE_READ)})", "{{agent}} cache read")], width=24)
     b.add("table", "Firing ctxwatch alerts", "Alerts Prometheus is firing now.",
           [(FIRING("ALERTS"), "{{alertname}}")], width=24, options={"showHeader": True})
     return b

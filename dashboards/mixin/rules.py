@@ -32,6 +32,8 @@ ORPHANS = "job_service_agent_side:ctxwatch_orphaned_tool_parts:rate5m"
 HASH_DISTANCE_BUCKETS = "job_service_agent_decision_le:ctxwatch_rewrite_hash_distance_bucket:rate5m"
 LOSS_RATE_BUCKETS = "job_service_agent_decision_le:ctxwatch_rewrite_literal_loss_rate_bucket:rate5m"
 LOSS_RATE_APPLIED = "job_service_agent:ctxwatch_rewrite_literal_loss_rate_applied:mean5m"
+CACHE_INVALIDATED = "job_service_agent:ctxwatch_cache_invalidated_tokens:rate5m"
+CACHE_READ = "job_service_agent:ctxwatch_cache_read_tokens:rate5m"
 DEFERRED_SHARE = "job_service_agent:ctxwatch_deferrals_per_rewrite:ratio_rate15m"
 ORPHANS_10M = "job_service_agent_side:ctxwatch_orphaned_tool_parts:increase10m"
 VIOLATIONS_10M = "job_service_agent_invariant:ctxwatch_invariant_violations:increase10m"
@@ -106,6 +108,11 @@ def recording_rules() -> dict[str, Any]:
         _record(LOSS_RATE_APPLIED, _ratio(_rate_sum(FLEET_BY, "ctxwatch_rewrite_literal_loss_rate_sum", "5m", PATCH),
                                           _rate_sum(FLEET_BY, "ctxwatch_rewrite_literal_loss_rate_count", "5m",
                                                     PATCH))),
+        # what rewrites cost the provider's prompt cache (docs/telemetry.md, "What rewrites cost"): estimated
+        # tokens of consumed context the applied rewrites invalidated, against the tokens the providers report
+        # they served from their cache
+        _record(CACHE_INVALIDATED, _rate_sum(FLEET_BY, "ctxwatch_cache_invalidated_tokens_total", "5m")),
+        _record(CACHE_READ, _rate_sum(FLEET_BY, "ctxwatch_cache_read_tokens_total", "5m")),
         # share of rewrites (every kind but append) that were deferred to a session boundary
         _record(DEFERRED_SHARE, _ratio(_rate_sum(FLEET_BY, "ctxwatch_deferrals_total", "15m"),
                                        _rate_sum(FLEET_BY, "ctxwatch_mutations_total", "15m",

@@ -12,6 +12,7 @@ Importing ctxwatch imports no agent framework and no OpenTelemetry SDK.
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .cache import ProviderCache
 from .config import GuardConfig
 from .contraction import ContractionDetector, CycleVerdict, DetectorConfig
 from .directives import find_directives, out_of_band, strip_directives
@@ -46,7 +47,7 @@ __all__ = [
     "DetectorConfig", "distance", "find_directives", "Finding", "Fingerprinter", "IdempotenceResult",
     "InvalidContextError", "LiteralRegistry", "Message", "MutationTelemetry", "NonIdempotentRewriteError",
     "NonMonotonicRewriteError", "OpaquePart", "OrphanedToolPairError", "out_of_band", "PassCapReachedError",
-    "PlanStep", "GuardConfig",
+    "PlanStep", "GuardConfig", "ProviderCache",
     "PolicyMutationError", "Report", "strip_directives", "TextPart", "ToolCall", "ToolResult", "ToolSchema",
     "verify_jsonl",
 ]

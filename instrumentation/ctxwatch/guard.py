@@ -10,6 +10,10 @@ also settles a deferred rewrite by the guard's deferral mode and returns the con
 `apply()` returns it or raises the record's error. In shadow mode nothing is changed or refused:
 the caller's proposal is used and the report and span say what the guard would have done.
 
+Every report says what the change the agent now uses invalidates of the provider's prompt cache
+(`ctxwatch.cache`: nothing on a refusal or a deferral) and carries the provider's own cache figures noted
+since the guard's last span (`note_provider_cache`).
+
 Turns the caller appended after its last `observe()` and before proposing a rewrite (a tool call
 and its result, appended before compacting) are taken as appended first: the rewrite is evaluated
 on top of them, a conversion keeps them verbatim, and a refusal hands them back.
@@ -29,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from . import cache as prompt_cache
 from . import decision as decisions
 from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral
 from .contraction import ContractionDetector, DetectorConfig
@@ -132,6 +137,7 @@ class ContextGuard:
         self.episode = 0
         self._elisions = 0
         self.halted_at: int | None = None
+        self._provider_cache: prompt_cache.ProviderCache | None = None  # reported, not yet on a span
 
     # --- read-only views ----------------------------------------------------------------------
     @property
@@ -205,13 +211,32 @@ class ContextGuard:
         self._state.advance(change, raw, rewrite=False, strict=self._strict, literals=self._literal_upkeep,
                             track_fingerprint=self.config.tracks_fingerprint)
         self._after_commit(change.after)
-        handle.end(Report(
+        handle.end(self._with_costs(Report(
             loop_id=self.loop_id, kind="append", decision="patch", findings=[], messages_before=len(before),
             messages_after=len(change.after), pass_number=self.passes_used, pass_cap=self.pass_cap,
             agent=self.agent, conversation_id=self.conversation_id, size_before=size_before,
             size_after=self._state.size, literals_before=len(self._state.literal_counts),
             contraction_state=self.detector.state, episode=self.episode,
-            duration_s=time.perf_counter() - started))
+            duration_s=time.perf_counter() - started), None))
+
+    def note_provider_cache(self, figures: prompt_cache.ProviderCache) -> None:
+        """The provider's prompt-cache figures of a response (`ctxwatch.cache` reads them from each provider's
+        ``usage``). They go on the next span the guard emits for the loop — the append of the answer, when
+        it is observed next — so each response is counted once; figures of several responses noted before
+        that span are added up. The integrations call this; call it yourself with your own client."""
+        if figures:
+            self._provider_cache = prompt_cache.added(self._provider_cache, figures)
+
+    def _with_costs(self, report: Report, applied: Change | None) -> Report:
+        """`report` with what `applied` (the change the agent now uses; None: nothing was applied)
+        invalidates of the provider's prompt cache, and the provider figures noted since the last span."""
+        if applied is not None:
+            cost = prompt_cache.invalidated(applied)
+            report.invalidated_chars, report.invalidated_tokens = cost.chars, cost.tokens
+        figures, self._provider_cache = self._provider_cache, None
+        if figures is not None:
+            report.cache_read_tokens, report.cache_creation_tokens = figures.read_tokens, figures.creation_tokens
+        return report
 
     @contextmanager
     def in_flight(self, label: str = "write") -> Iterator[None]:
@@ -377,6 +402,9 @@ class ContextGuard:
             if settle and not adopt and evaluation.decision == "defer" and deferral != "queue":
                 outcome = self._settle(evaluation, raw, deferral, tools) or outcome
             report = self._report(outcome)
+            # what the agent now uses: the change made or the proposal (observed, shadow), the settled one
+            # on patch, nothing on a refusal
+            applied: Change | None = evaluation.change
             if adopt:
                 report.observed = True
                 report.decision = "patch"  # the model already consumed it: reported, not refused
@@ -387,7 +415,9 @@ class ContextGuard:
                 self._commit(evaluation, raw, tools, feed=outcome.evaluation)  # is fed as the report says
                 context = copy_shape(raw)
             else:
+                applied = outcome.evaluation.change if report.decision == "patch" else None
                 context = self._carry_out(outcome, report, kind, tools)
+            self._with_costs(report, applied)
         except BaseException as exc:
             handle.fail(exc)
             raise

@@ -88,6 +88,13 @@ class Report:
     observed: bool = False          # a change the guard found already made (observe): reported, not refused
     episode: int = 0                # how many times `ContextGuard.new_episode` has started a new one
     duration_s: float = 0.0
+    # what the change the agent now uses cost the provider's prompt cache (`ctxwatch.cache`): consumed
+    # characters from its first difference to the boundary, and their estimated tokens; 0 when not applied
+    invalidated_chars: int = 0
+    invalidated_tokens: int = 0
+    # the provider's own figures for the response observed before this report (None: not reported)
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
 
     @property
     def violations(self) -> list[str]:

@@ -72,6 +72,14 @@ RESIDUAL_PRESSURE = "ctxwatch.pass.residual_pressure"
 DEFERRAL_ID = "ctxwatch.deferral.id"
 DEFERRAL_RESOLUTION = "ctxwatch.deferral.resolution"
 OBSERVED = "ctxwatch.mutation.observed"
+# What a mutation costs the provider's prompt cache (ctxwatch.cache): consumed context the change the agent
+# now uses invalidates, and the provider's own figures of the response observed before the span.
+CACHE_INVALIDATED_CHARS = "ctxwatch.cache.invalidated.chars"
+CACHE_INVALIDATED_TOKENS = "ctxwatch.cache.invalidated.tokens"
+CACHE_READ_TOKENS = "ctxwatch.cache.read.tokens"
+CACHE_CREATION_TOKENS = "ctxwatch.cache.creation.tokens"
+CACHE_FIGURES: tuple[str, ...] = (CACHE_INVALIDATED_CHARS, CACHE_INVALIDATED_TOKENS, CACHE_READ_TOKENS,
+                                  CACHE_CREATION_TOKENS)
 SHADOW = "ctxwatch.mutation.shadow"
 # Opt-in content (only with content capture on).
 LOST_LITERAL_VALUES = "ctxwatch.literals.lost_values"
@@ -195,6 +203,12 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     *(AttributeSpec(name, "int", "report") for name in (
         LITERALS_BEFORE, LITERALS_LOST, ORPHANS_TOOL_USE, ORPHANS_TOOL_RESULT,
         MESSAGES_BEFORE, MESSAGES_AFTER, SIZE_BEFORE, SIZE_AFTER)),
+    AttributeSpec(CACHE_INVALIDATED_CHARS, "int", "report: consumed characters the applied change invalidates "
+                  "for the provider's prompt cache (0 on append, defer, abort, halt)"),
+    AttributeSpec(CACHE_INVALIDATED_TOKENS, "int", "report: the same, in tokens estimated as ceil(chars / 4)"),
+    AttributeSpec(CACHE_READ_TOKENS, "int", "report, when the caller noted the provider's cache reads of a response"),
+    AttributeSpec(CACHE_CREATION_TOKENS, "int", "report, when the caller noted the provider's cache writes "
+                  "of a response"),
     AttributeSpec(VIOLATIONS, "string[]", "report (empty list when none)"),
     AttributeSpec(WARNINGS, "string[]", "report (empty list when none)"),
     AttributeSpec(CONTRACTION_STATE, "string", "report"),

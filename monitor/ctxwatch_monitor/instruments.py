@@ -47,6 +47,23 @@ _CLOSED_SETS = {"kind": len(MUTATION_KINDS) + 1, "decision": len(DECISIONS), "si
                 "invariant": len(INVARIANTS) + 1, "state": len(STATES), "status": len(STATUSES)}
 
 
+CACHE_COUNTERS = {
+    semconv.CACHE_INVALIDATED_CHARS: "Consumed characters the applied rewrites invalidated for the provider's "
+                                     "prompt cache (ctxwatch.cache.invalidated.chars summed).",
+    semconv.CACHE_INVALIDATED_TOKENS: "The same in estimated tokens (ctxwatch.cache.invalidated.tokens summed).",
+    semconv.CACHE_READ_TOKENS: "Tokens the providers served from their prompt cache, as the responses report "
+                               "them (ctxwatch.cache.read.tokens summed).",
+    semconv.CACHE_CREATION_TOKENS: "Tokens the providers wrote to their prompt cache (as the responses report "
+                                   "them; ctxwatch.cache.creation.tokens summed).",
+}
+
+
+def cache_counter_name(attribute: str) -> str:
+    """The Prometheus counter summing a cache attribute: ``ctxwatch.cache.read.tokens`` ->
+    ``ctxwatch_cache_read_tokens_total``."""
+    return attribute.replace(".", "_") + "_total"
+
+
 def _family(spec: semconv.MetricSpec, budget: SeriesBudget) -> Counter | Histogram:
     labels = [semconv.PROMETHEUS_LABELS[a] for a in spec.attributes]
     name = semconv.prometheus_name(spec)
@@ -101,7 +118,10 @@ class Instruments:
                                  "Loops tracked by the monitor, by on-call status (healthy, contracting, blocked, "
                                  "halted, idle; docs/monitor.md, \"Loop status\").", STATUS_LABELS,
                                  wire=WIRE_LABELS, budget=budget)
-        budgeted: list[Family] = [f.family for f in fleet] + [self.onsets, self.loops, self.loop_status]
+        # what rewrites cost the provider's prompt cache: each span's figures summed per service and agent
+        self.cache = [Counter(cache_counter_name(name), description, ("service", "agent"), persist=True,
+                              wire=WIRE_LABELS, budget=budget) for name, description in CACHE_COUNTERS.items()]
+        budgeted: list[Family] = [f.family for f in fleet] + [self.onsets, self.loops, self.loop_status, *self.cache]
         self.series_overflow = Counter("ctxwatch_monitor_series_overflow_total",
                                        "Updates that went to a metric's overflow series (service and agent "
                                        "_OTHER) because the series budget had no room for a new series.",
@@ -147,7 +167,7 @@ class Instruments:
         for reason in EVICTION_REASONS:
             self.evictions.inc((reason,), 0)
         families: list[Family] = [f.family for f in fleet]
-        families += [self.onsets, self.loops, self.loop_status, self.series_overflow, self.requests,
+        families += [self.onsets, self.loops, self.loop_status, *self.cache, self.series_overflow, self.requests,
                      self.request_duration,
                      self.spans_accepted, self.spans_rejected, self.spans_ignored, self.decode_errors,
                      self.loops_tracked, self.evictions, self.db_write_duration, self.inflight, self.late_spans,
@@ -237,6 +257,10 @@ class Instruments:
             self.loss_rate.family.observe_many(loss_rate, [r.lost / r.before for r in records if r.before])
             self.pass_number.family.observe_many(pass_number,
                                                  [r.pass_number for r in records if r.pass_number is not None])
+        cache_key = (base[3], base[2])
+        for counter, total in zip(self.cache, map(sum, zip(*[r.cache for r in records], strict=True)), strict=True):
+            if total or cache_key not in counter.values:  # a series from the agent's first span on, 0 or not
+                counter.inc(cache_key, total)
         for record in records:
             if record.orphans_tool_use or record.orphans_tool_result or record.violations or record.warnings:
                 self._observe_findings(record, list(base) + [""])

@@ -26,11 +26,11 @@ from .ordering import LoopOrder
 
 # 23 bytes: time (s after the loop's first_seen, float32: ms precision for hours, s after a year), d, r,
 # literals before and lost (uint16, saturating), detector cycle (0: not fed; uint32, saturating: a guard may
-# report any int64 cycle), decision, kind, state
+# report any int64 as its cycle), decision, kind, state
 _ENTRY = struct.Struct("<fffHHIBBB")
 ENTRY_SIZE = _ENTRY.size
 _U16 = 0xFFFF
-_U32 = 0xFFFF_FFFF
+_U32 = 0xFFFFFFFF
 _KINDS = list(MUTATION_KINDS)
 _KIND_CODES = {kind: i for i, kind in enumerate(MUTATION_KINDS)}
 _DECISION_CODES = {decision: i for i, decision in enumerate(DECISIONS)}

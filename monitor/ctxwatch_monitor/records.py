@@ -30,7 +30,7 @@ MAX_LIST_LENGTH = 64         # entries in ctxwatch.violations / ctxwatch.warning
 _INT_KEYS = frozenset({
     semconv.PASS_NUMBER, semconv.PASS_CAP, semconv.LITERALS_BEFORE, semconv.LITERALS_LOST,
     semconv.ORPHANS_TOOL_USE, semconv.ORPHANS_TOOL_RESULT, semconv.EPISODE, semconv.SEQUENCE,
-    semconv.CONTRACTION_CYCLE, semconv.SIZE_AFTER,
+    semconv.CONTRACTION_CYCLE, semconv.SIZE_AFTER, *semconv.CACHE_FIGURES,
 })
 _STRING_LIMITS = {
     semconv.LOOP_ID: MAX_ID_LENGTH, semconv.SERVICE_NAME: MAX_ID_LENGTH, AGENT_NAME: MAX_ID_LENGTH,
@@ -53,7 +53,7 @@ class MutationRecord:
 
     __slots__ = ("loop_id", "service", "agent", "kind", "decision", "pass_number", "pass_cap", "d", "before",
                  "lost", "orphans_tool_use", "orphans_tool_result", "violations", "warnings", "guard_state",
-                 "episode", "end_ns", "sequence", "guard_cycle", "size_after", "error_type")
+                 "episode", "end_ns", "sequence", "guard_cycle", "size_after", "error_type", "cache")
 
     def __init__(self, attrs: dict[str, Any], end_ns: int) -> None:
         """`attrs` are the span's type-checked attributes; `validate` checks the rest and fills in
@@ -75,6 +75,8 @@ class MutationRecord:
         self.guard_cycle: int | None = get(semconv.CONTRACTION_CYCLE)
         self.size_after: int | None = get(semconv.SIZE_AFTER)  # None: a guard that does not send it
         self.error_type: str | None = get(ERROR_TYPE)           # the class the guard raised, on abort and halt
+        # what the mutation cost the provider's prompt cache, in the order of semconv.CACHE_FIGURES (0: not sent)
+        self.cache: tuple[int, ...] = tuple(get(name) or 0 for name in semconv.CACHE_FIGURES)
 
     @property
     def loss_rate(self) -> float | None:

@@ -17,6 +17,10 @@ and the protected literals it removed from the model's view. The server has alre
 it cannot be refused: a refused edit is reported, and the guard's view keeps the content it refused
 to lose.
 
+The response's prompt-cache figures (``usage.cache_read_input_tokens`` / ``cache_creation_input_tokens``)
+are noted on the guard, so they ride on the span of the answer's append (docs/telemetry.md, "What
+rewrites cost"); the edit spans say how much consumed context each server edit invalidated.
+
 Client-side edits are checked before the request leaves: a history that is not the previous one
 plus new turns is checked by the guard, and an abort (an orphaned ``tool_use`` / ``tool_result``,
 which the API would answer with a 400 invalid_request_error) raises the typed error with
@@ -31,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..adapters import to_messages
+from ..cache import anthropic_cache
 from ..guard import ContextGuard
 from ._format import bind_format
 from ._kinds import classify
@@ -122,6 +127,7 @@ class ContextRecorder:
             self._compactions.add(_compaction_key(block[1]))
             self.guard.observe(self._view([answer], system, self._adopted, compaction=block), kind="compact")
         history = messages + [answer]
+        self.guard.note_provider_cache(anthropic_cache(getattr(response, "usage", None)))
         self.guard.observe(self._view(history, system, self._adopted))
         self._history = history
 

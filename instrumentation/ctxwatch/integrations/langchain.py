@@ -23,7 +23,9 @@ Before each model call:
    or the typed error is raised (``on_refusal="raise"``, the default). When the refused edit was made
    to the agent state (a summarization), the state is put back too, so the next step starts from
    what the model saw;
-4. the model's answer is observed (an append).
+4. the model's answer is observed (an append); its ``usage_metadata.input_token_details`` cache figures
+   (``cache_read``, ``cache_creation``: what LangChain's chat models fill in from each provider's usage)
+   are noted on the guard first, so they ride on that append's span (docs/telemetry.md, "What rewrites cost").
 
 A healthy agent therefore gets one span per context edit and nothing else: its requests, state
 and answers are what they would be without the guard.
@@ -48,6 +50,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
 from ..adapters import to_messages
+from ..cache import langchain_cache
 from ..guard import ContextGuard
 from ._kinds import classify
 from ._refusal import check_on_refusal, raise_refusal, settle
@@ -200,6 +203,9 @@ class ContextGuardMiddleware(AgentMiddleware):
                     restore: list[BaseMessage] | None) -> Any:
         inner = response.model_response if isinstance(response, ExtendedModelResponse) else response
         produced = [inner] if isinstance(inner, AIMessage) else list(inner.result)
+        for message in produced:
+            if isinstance(message, AIMessage):
+                conv.guard.note_provider_cache(langchain_cache(message.usage_metadata))
         conv.guard.observe(conv.guard.messages + produced)
         if restore is None:
             conv.accounted = list(request.state.get("messages", ())) + produced

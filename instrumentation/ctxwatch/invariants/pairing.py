@@ -67,11 +67,11 @@ def index_pairs(messages: Sequence[Message], *, strict: bool = True) -> PairInde
     waiting: dict[str, int] = {}  # calls of the current tool turn still without a result
     answered = False              # a result of the current tool turn has arrived
     for i, m in enumerate(messages):
-        cuts = m.plain and (strict or _model_speaks(m))
-        if not (m.call_ids or m.result_ids):
-            if cuts and waiting:
+        if not (m.call_ids or m.result_ids):  # most messages: they matter only to a tool turn in progress
+            if waiting and m.plain and (strict or _model_speaks(m)):
                 _cut_off(idx, waiting, i)
             continue
+        cuts = m.plain and (strict or _model_speaks(m))
         if strict and waiting and m.result_ids and _speaks_before_results(m):
             _cut_off(idx, waiting, i)  # Anthropic wants the tool_result blocks first in the user turn
         for rid in m.result_ids:

@@ -6,12 +6,16 @@ a span of that mutation's kind, both through `ctxwatch.telemetry.MutationTelemet
 the guard ends its spans with — from a `Report` carrying the audit's figures (sizes, literals before
 and lost, orphans, hash distance, contraction state). A recorded mutation was applied by the agent,
 so its decision is ``patch``; what the guard would have refused is listed in ``ctxwatch.warnings``.
+Every recorded buffer was sent to the model, so a mutation's
+``ctxwatch.cache.invalidated.*`` count from its first difference to the end of the buffer before it.
 A monitor fed these spans rebuilds the same detector state as the replay's own verdict.
 
 Every span carries the session's loop id (`audit.loop_id_for`: a stable id derived from the
 file), the agent name (the session format unless given) and the service name, and is timed at
 the ``timestamp`` of the record that marks it (`Session.time_of`; the export time when the
-format records none), so a backfill lands where it happened. Spans are flushed every
+format records none), so a backfill lands where it happened. The provider's prompt-cache figures
+the session records (Claude Code's ``message.usage``, `Session.take_provider_cache`) ride on the
+next span emitted after the response, each response once. Spans are flushed every
 `flush_every` spans, so a long session never overflows the exporter's queue. `skip` passes over
 the first spans of a session (counted and numbered, not emitted): ``ctxwatch watch`` resumes a session that way.
 """
@@ -22,8 +26,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
+from ..cache import invalidated
+from ..diff import Change
 from ..literals import LiteralRegistry
-from ..model import Message
+from ..model import Context, Message
 from ..report import Report
 from ..sessions import Mutation, Session, Snapshot
 from ..telemetry import MutationTelemetry, error_count
@@ -73,13 +79,15 @@ class Backfill(Observer):
         self.cycles, self.state = audit.cycle, audit.verdict.state
         findings = [replace(f, action="warn") for f in audit.findings()]
         v = audit.verdict
+        cost = invalidated(Change.between(Context.of(mutation.before), mutation.after, audit.kind))  # all consumed
         self._emit(Report(
             loop_id=self.loop_id, kind=audit.kind, decision="patch", findings=findings,
             messages_before=len(mutation.before), messages_after=len(mutation.after), pass_number=audit.cycle,
             pass_cap=None, agent=self.agent, size_before=audit.size_before, size_after=audit.size_after,
             hash_distance=v.d, literals_before=v.literals_before, literals_lost=v.literals_lost,
             lost_literals=frozenset(audit.lost), orphans_tool_use=len(audit.orphaned_calls),
-            orphans_tool_result=len(audit.orphaned_results), contraction_state=v.state), mutation.line)
+            orphans_tool_result=len(audit.orphaned_results), contraction_state=v.state,
+            invalidated_chars=cost.chars, invalidated_tokens=cost.tokens), mutation.line)
         self.current = mutation.after
 
     def _grow_to(self, messages: tuple[Message, ...], line: int | None) -> None:
@@ -95,6 +103,9 @@ class Backfill(Observer):
 
     def _emit(self, report: Report, line: int | None) -> None:
         self.spans += 1
+        figures = self.session.take_provider_cache() if self.session is not None else None
+        if figures is not None:
+            report.cache_read_tokens, report.cache_creation_tokens = figures.read_tokens, figures.creation_tokens
         if self.spans <= self.skip:  # sent by an earlier run: numbered, not sent again
             self.telemetry.number_unsent(report)
             return

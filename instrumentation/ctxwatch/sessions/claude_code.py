@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..adapters import anthropic
+from ..cache import anthropic_cache
 from ..model import Message, Part, ToolResult
 from .events import Event, Mutation, Snapshot
 
@@ -239,6 +240,8 @@ def events(session: Session) -> Iterator[Event]:
         turn = rec["message"].get("id") if message.role == "assistant" else None
         turn = turn if isinstance(turn, str) else None
         if message.role == "assistant" and (turn is None or turn != buf.last_turn):
+            # the usage of the request this snapshot is the prompt of (every line of a turn repeats it)
+            session.note_provider_cache(anthropic_cache(rec["message"].get("usage")))
             yield Snapshot(step, buf.messages(), f"line {line}", line)
             step += 1
         buf.add(uuid, message.role, message.parts, turn)

@@ -14,6 +14,10 @@ reader learned about the session as a whole (e.g. Claude Code's ``inherited_comp
 Codex and Gemini CLI records do), in unix nanoseconds (None before any, and for single-document
 formats); `time_of(line)` is the time recorded at or before `line`, for the last `MAX_TIMES`
 stamped records (an event's time is that of the record that marks it).
+
+`take_provider_cache()` hands over the prompt-cache figures of the model responses read since it was last
+called (a reader notes them with `note_provider_cache`: Claude Code's ``message.usage``), so a consumer
+counts each response once, on the next span it emits (docs/telemetry.md, "What rewrites cost").
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ..cache import ProviderCache, added
 from ..errors import InvalidContextError
 from ..model import Message
 from .events import Event, Mutation, Skip, Snapshot
@@ -53,6 +58,7 @@ class Session:
         self.recorded_ns: int | None = None
         self._times: deque[tuple[int, int]] = deque(maxlen=MAX_TIMES)  # (line, ns) of stamped records
         self._origins: OrderedDict[str, str] = OrderedDict()
+        self._provider_cache: ProviderCache | None = None
         self._reader = reader
 
     def __iter__(self) -> Iterator[Event]:
@@ -61,6 +67,7 @@ class Session:
         self.recorded_ns = None
         self._times.clear()
         self._origins.clear()
+        self._provider_cache = None
         check_file(self.path)
         return self._reader(self)
 
@@ -77,7 +84,17 @@ class Session:
     def __repr__(self) -> str:
         return f"Session({str(self.path)!r}, format={self.format!r})"
 
+    def take_provider_cache(self) -> ProviderCache | None:
+        """The cache figures of the responses read since the last call (None: none reported)."""
+        figures, self._provider_cache = self._provider_cache, None
+        return figures
+
     # --- for the format readers ------------------------------------------------------------
+    def note_provider_cache(self, figures: ProviderCache) -> None:
+        """A response's prompt-cache figures, added to those not yet taken."""
+        if figures:
+            self._provider_cache = added(self._provider_cache, figures)
+
     def skip(self, line: int | None, reason: str, where: str | None = None) -> None:
         """Record an unreadable line or record (or raise at once when strict)."""
         where = where or (f"line {line}" if line is not None else "record")
