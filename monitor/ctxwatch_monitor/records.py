@@ -4,9 +4,9 @@ A span is a mutation span when it carries `ctxwatch.mutation.kind`; any other sp
 LLM call, a span that only inherits `ctxwatch.loop.id` from its resource) is ignored, so the
 monitor can sit behind a collector that forwards everything. A mutation span with an attribute of
 the wrong type, a negative, NaN or infinite figure, an unknown decision or an oversized string is
-rejected with a message naming the span's position and the attribute (OTLP `partial_success`);
-so is an integer outside int64 or a string that is not valid UTF-8 (see `otlp.Invalid`), so nothing
-stored can fail to be written to the state file, the API or /metrics later.
+rejected with a message naming the span's position and the attribute (OTLP `partial_success`).
+An integer outside int64 or a string that is not valid UTF-8 never gets here (`otlp` rejects the span
+while decoding it), so nothing stored can fail to be written to the state file, the API or /metrics later.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from ctxwatch import semconv
 from ctxwatch.report import DECISIONS
 
-from .otlp import INVALID, NOT_UTF8, Invalid, RawSpan
+from .otlp import RawSpan
 
 RESOURCE_SERVICE_NAME = "service.name"
 AGENT_NAME = semconv.GENAI_V1_41.agent_name
@@ -92,16 +92,12 @@ class MutationRecord:
 
 
 def _type_name(value: Any) -> str:
-    if isinstance(value, Invalid):
-        return "an invalid AnyValue"
     return {str: "string", bool: "bool", int: "int", float: "double", bytes: "bytes", list: "array",
             dict: "kvlist"}.get(type(value), type(value).__name__)
 
 
 def _problem(key: str, value: Any) -> str | None:
     """What is wrong with one attribute value (None when it is acceptable)."""
-    if isinstance(value, Invalid) and value is not INVALID:
-        return value.problem
     kind = type(value)
     limit = _STRING_LIMITS.get(key)
     if limit is not None:
@@ -127,8 +123,6 @@ def _resource_string(span: RawSpan, key: str) -> str:
     value = span.resource.get(key)
     if value is None:
         return ""
-    if value is NOT_UTF8:
-        raise Rejected(f"{span.where}: resource attribute {key} {NOT_UTF8.problem}")
     if type(value) is not str or len(value) > MAX_ID_LENGTH:
         raise Rejected(f"{span.where}: resource attribute {key} must be a string of at most {MAX_ID_LENGTH} "
                        f"characters, got {_type_name(value)}")

@@ -25,6 +25,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from ctxwatch import semconv
 
@@ -165,17 +167,11 @@ def healthy_cycles(n: int) -> list[tuple[float, int, int]]:
     return [(0.4 + 0.02 * (i % 5), 30, 0) for i in range(n)]
 
 
+def samples(text: str) -> list[Sample]:
+    """Every sample of a Prometheus text exposition, as prometheus_client's parser reads it."""
+    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+
+
 def metric_value(text: str, name: str, **labels: str) -> float:
-    """Sum of the samples of `name` whose labels include `labels` (Prometheus text format)."""
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith("#") or not line.startswith(name):
-            continue
-        head, _, value = line.rpartition(" ")
-        metric, _, rest = head.partition("{")
-        if metric != name:
-            continue
-        pairs = dict(p.split("=", 1) for p in rest.rstrip("}").split(",") if "=" in p)
-        if all(pairs.get(k) == f'"{v}"' for k, v in labels.items()):
-            total += float(value)
-    return total
+    """Sum of the samples named `name` (`_total`, `_count` included) whose labels include `labels`."""
+    return sum(s.value for s in samples(text) if s.name == name and labels.items() <= s.labels.items())
