@@ -48,8 +48,9 @@ from .invariants.plan import Plan, check_barrier, check_plan, pin_lines
 from .invariants.policy import PolicyRegion, PolicySelector, check_pass_cap
 from .invariants.prefix import check_prefix, check_rerender
 from .invariants.schemas import SchemaRegistry, check_schemas
+from .kinds import classify
 from .literals import LiteralRegistry
-from .model import Context, Message, TextPart, ToolSchema
+from .model import SYSTEM_ROLES, Context, Message, TextPart, ToolSchema
 from .provenance import ProvenanceLog
 from .report import MUTATION_KINDS, Finding, Report
 from .state import ConsumedState
@@ -293,7 +294,7 @@ class ContextGuard:
     def self_edit(self, new_system_prompt: str) -> Any:
         """A model-requested rewrite of its leading system message: validated as an untrusted proposal."""
         current = self._state.context.messages
-        if not current or current[0].role not in ("system", "developer"):
+        if not current or current[0].role not in SYSTEM_ROLES:
             raise InvalidContextError("the context has no leading system message to edit", index=0, field="role")
         edited = Message(current[0].role, [TextPart(new_system_prompt)], id=current[0].id, name=current[0].name)
         proposal = self.bridge.to_caller((edited,) + current[1:], self._state.raw)
@@ -362,11 +363,12 @@ class ContextGuard:
         rewrite = not change.is_append_only or tools is not None
         # the kind is the one the guard evaluates it as (spans, metrics and the monitor follow it): growth
         # alone (or no change) is an append whatever the caller declared; growth with a new tool list a
-        # schema change, anything else a rewrite unless the caller names its kind
+        # schema change; anything else the caller does not name is named by `kinds.classify`
         if not rewrite:
             kind = "append"
         elif kind is None or kind == "append":
-            kind = "schema_change" if change.is_append_only else "rewrite"
+            kind = "schema_change" if change.is_append_only else classify(base.context.messages, proposed)
+            change.declared = False
         change.kind = kind
         handle = self.telemetry.start(loop_id=self.loop_id, kind=kind, agent=self.agent,
                                       conversation_id=self.conversation_id, service=self.service,

@@ -42,7 +42,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from . import semconv
 from .telemetry.failures import record_failure
 from .telemetry.metrics import instruments_for
-from .telemetry.mutation import VERSION
+from .version import VERSION
 
 ENV_SDK_DISABLED = "OTEL_SDK_DISABLED"
 ENV_TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"

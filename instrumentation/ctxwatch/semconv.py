@@ -86,7 +86,6 @@ INVARIANT = FINDING_INVARIANT
 ORPHAN_SIDE = "ctxwatch.orphan.side"
 TELEMETRY_STAGE = "ctxwatch.telemetry.stage"
 ORPHAN_SIDES: tuple[str, ...] = ("tool_use", "tool_result")
-TELEMETRY_STAGES: tuple[str, ...] = ("start", "end", "export_traces", "export_metrics")
 
 # Mutation kinds whose applied (patch) decision marks the conversation as compacted.
 COMPACTION_KINDS = frozenset({"compact", "prune"})

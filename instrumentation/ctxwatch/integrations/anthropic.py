@@ -30,10 +30,8 @@ import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..adapters import to_messages
 from ..guard import ContextGuard
 from ._format import bind_format
-from ._kinds import classify
 from ._refusal import raise_refusal
 
 __all__ = ["ContextRecorder", "GuardedMessages", "guarded_messages"]
@@ -100,8 +98,7 @@ class ContextRecorder:
         elif not self._history:
             self.guard.observe(view, boundary=0)
         else:
-            kind = classify(self.guard.context.messages, to_messages(view, "anthropic"))
-            raise_refusal(self.guard.check(view, kind=kind), "raise" if self.on_refusal == "raise" else "keep")
+            raise_refusal(self.guard.check(view), "raise" if self.on_refusal == "raise" else "keep")
         self._history = messages
 
     def record(self, request: Mapping[str, Any], response: Any) -> None:

@@ -22,7 +22,7 @@ _error_types = BoundedValues(cap=32)
 
 
 def record_failure(stage: str, error: BaseException | str, counter: Any = None) -> None:
-    """Count and log one telemetry error at `stage` (see `semconv.TELEMETRY_STAGES`)."""
+    """Count and log one telemetry error at `stage` (start, end, export_traces or export_metrics: docs/telemetry.md)."""
     error_type = error if isinstance(error, str) else type(error).__name__
     with _lock:
         _counts[stage] = _counts.get(stage, 0) + 1
