@@ -5,8 +5,9 @@ framework makes with it (through the guard), and the session readers name the ch
 between two recorded buffers with it. docs/telemetry.md, "Which change is which kind", is the table
 of the rules below, tried in order:
 
-1. New messages after the last message kept from before are appended (unless no non-system message
-   was kept: then they replace the old tail); they never make a change a rewrite. Nothing else new
+1. New messages after the last message kept from before are appended, unless they replace a removed
+   message (the same id, or the same role at the same position) or no non-system message was kept
+   (then they replace the old tail); appends never make a change a rewrite. Nothing else new
    and nothing removed: ``append`` when the kept messages are in their old order, else ``rerank``.
 2. Only system (or developer) messages removed or added: ``system_patch``.
 3. Messages removed and nothing new: ``prune``.
@@ -45,7 +46,7 @@ def classify_with_positions(before: Sequence[Message], after: Sequence[Message])
     """The kind of replacing `before` by `after`, with the positions of `before` it removed or replaced."""
     removed = _unmatched(before, Counter(m.digest for m in after))
     added = _unmatched(after, Counter(m.digest for m in before))
-    appended = _appended(after, {i for i, _ in added})
+    appended = _appended(after, {i for i, _ in added}, removed)
     added = [(i, m) for i, m in added if i not in appended]
     changed = tuple(i for i, _ in removed)
     if not removed and not added:
@@ -77,13 +78,20 @@ def _unmatched(messages: Sequence[Message], other: Counter[int]) -> list[tuple[i
     return out
 
 
-def _appended(after: Sequence[Message], new: set[int]) -> set[int]:
-    """The positions of the new messages after the last kept message of `after`; none when no
-    non-system message was kept (then the new tail took the place of the old one)."""
+def _appended(after: Sequence[Message], new: set[int], removed: list[tuple[int, Message]]) -> set[int]:
+    """The positions of the new messages after the last kept message of `after` that replace no removed
+    message (of the same id, or of the same role at the same position); none when no non-system message
+    was kept (then the new tail took the place of the old one)."""
     kept = [i for i, m in enumerate(after) if i not in new]
     if not any(after[i].role not in SYSTEM_ROLES for i in kept):
         return set()
-    return {i for i in new if i > kept[-1]}
+    gone_ids = {m.id for _, m in removed if m.id is not None}
+    gone_at = dict(removed)
+
+    def replaces(i: int) -> bool:
+        m, old = after[i], gone_at.get(i)
+        return (m.id is not None and m.id in gone_ids) or (old is not None and old.role == m.role)
+    return {i for i in new if i > kept[-1] and not replaces(i)}
 
 
 def _shortened_in_place(removed: list[tuple[int, Message]], added: list[tuple[int, Message]]) -> bool:
