@@ -32,9 +32,22 @@ DEFAULT_PASS_CAP = 8
 ELISION_ROLES = ("user", "system", "developer")
 
 
+# What a caller that hands its context to the guard does with a refused (abort, halt) rewrite: raise the
+# record's typed error, or keep the guard's context and only report the refusal. `guarded` and every
+# integration take this one option with these values.
+ON_REFUSAL = ("raise", "keep")
+
+
 def check_deferral(value: str) -> str:
     if value not in DEFERRAL_MODES:
         raise ValueError(f"deferral must be one of {', '.join(DEFERRAL_MODES)}; got {value!r}")
+    return value
+
+
+def check_on_refusal(value: object) -> str:
+    """`value` if it is one of `ON_REFUSAL`, else a ValueError naming the choices."""
+    if not isinstance(value, str) or value not in ON_REFUSAL:
+        raise ValueError(f"on_refusal must be one of {', '.join(ON_REFUSAL)}; got {value!r}")
     return value
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from . import decision as decisions
-from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral
+from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral, check_on_refusal
 from .contraction import ContractionDetector, DetectorConfig
 from .cycles import measure_cycle
 from .deferral import Conversion, DeferralQueue, carried_text, whole_pair_conversion
@@ -275,8 +275,7 @@ class ContextGuard:
         ``on_refusal="keep"`` returns the guard's context (what it checked) instead of raising on abort
         or halt.
         """
-        if on_refusal not in ("raise", "keep"):
-            raise ValueError(f"on_refusal must be 'raise' or 'keep', got {on_refusal!r}")
+        check_on_refusal(on_refusal)
 
         def wrap(fn: F) -> F:
             @functools.wraps(fn)

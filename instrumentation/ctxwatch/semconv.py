@@ -92,7 +92,7 @@ COMPACTION_KINDS = frozenset({"compact", "prune"})
 
 # --- bounded values ----------------------------------------------------------------------------
 OVERFLOW = "_OTHER"          # the value past a cap, and for any value outside a closed set
-MAX_LABEL_VALUES = 64        # distinct agent / service names per meter provider before overflow
+MAX_LABEL_VALUES = 100       # distinct agent / service names at once before overflow (guard and monitor)
 MAX_LABEL_LENGTH = 128       # a longer agent / service name is recorded as OVERFLOW on metrics
 
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ctxwatch import semconv
+
 ENV_PREFIX = "CTXWATCH_MONITOR_"
 MEMORY_STATE = ":memory:"
 DEFAULT_GRPC_PORT = 4317
@@ -50,7 +52,7 @@ class MonitorConfig:
     alarm_retention: float = 900.0
     block_after: int = 3
     refusing_for: int = 5
-    label_cap: int = 100
+    label_cap: int = semconv.MAX_LABEL_VALUES
     label_ttl: float = 3_600.0
     series_budget: int = 19_500  # with the self-metrics on top, under the 20,000 where one target starts to hurt
     metric_series_budget: int = 5_000  # so that no one metric takes the whole budget

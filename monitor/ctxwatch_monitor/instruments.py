@@ -25,10 +25,10 @@ from ctxwatch import semconv
 from ctxwatch.contraction import STATES
 from ctxwatch.report import DECISIONS, INVARIANTS, MUTATION_KINDS
 from ctxwatch.semconv import OVERFLOW
+from ctxwatch.telemetry.bounded import BoundedValues
 
 from . import wire
 from .config import MonitorConfig
-from .labels import BoundedLabel
 from .loop_state import STATUSES
 from .metrics import Counter, Family, Gauge, Histogram, Key, MetricSet, SeriesBudget
 from .records import AGENT_NAME, MutationRecord
@@ -78,8 +78,8 @@ class Instruments:
     def __init__(self, label_cap: int, series_budget: int = MonitorConfig.series_budget,
                  metric_series_budget: int = MonitorConfig.metric_series_budget) -> None:
         """ValueError when `series_budget` cannot hold the reserved overflow series."""
-        self.services = BoundedLabel(label_cap)
-        self.agents = BoundedLabel(label_cap)
+        self.services = BoundedValues(label_cap)
+        self.agents = BoundedValues(label_cap)
         self.budget = budget = SeriesBudget(series_budget, metric_series_budget)
         self.mutations = _Fleet(semconv.MUTATIONS, budget)
         self.lost_literals = _Fleet(semconv.LOST_LITERALS, budget)
@@ -161,8 +161,8 @@ class Instruments:
 
     def forget_labels(self) -> None:
         """Forget the admitted agent and service names (before the state is reloaded from the database)."""
-        self.services = BoundedLabel(self.services.cap)
-        self.agents = BoundedLabel(self.agents.cap)
+        self.services = BoundedValues(self.services.cap)
+        self.agents = BoundedValues(self.agents.cap)
         self._pairs.clear()
 
     def label_pair(self, service: str, agent: str) -> tuple[str, str]:

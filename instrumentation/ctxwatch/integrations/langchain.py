@@ -47,8 +47,9 @@ from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
+from ..config import check_on_refusal
 from ..guard import ContextGuard
-from ._refusal import check_on_refusal, raise_refusal, settle
+from ._refusal import raise_refusal, settle
 
 GuardSource = ContextGuard | Callable[[str | None], ContextGuard]
 

@@ -77,8 +77,8 @@ class Instruments:
         the report's, computed once by the caller)."""
         kind = semconv.bounded_kind(report.kind)
         decision = _DECISIONS.get(report.decision, semconv.OVERFLOW)
-        agent = self.agents(agent)
-        service = self.services(service)
+        agent = None if agent is None else self.agents.value(agent)
+        service = None if service is None else self.services.value(service)
         key = (kind, decision, agent, service, None, None)
         labels = self._label_set(key)
         self.mutations.add(1, labels, key)
