@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from . import decision as decisions
+from . import semconv
 from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral, check_on_refusal
 from .contraction import ContractionDetector, DetectorConfig
 from .cycles import measure_cycle
@@ -585,7 +586,10 @@ class ContextGuard:
         self.policy.resolve(messages)  # the first context the guard accepts fixes the policy region
 
     def _advance_detector(self, evaluation: Evaluation) -> None:
-        if evaluation.verdict is not None:
+        """Feed the detector the cycle of `evaluation` if it is one by the rule the monitor feeds its own
+        detector with (`semconv.feeds_detector`: the report's kind, decision and hash distance)."""
+        if evaluation.verdict is not None and semconv.feeds_detector(evaluation.change.kind, evaluation.decision,
+                                                                     evaluation.distance):
             self.detector.update(evaluation.verdict.d, evaluation.literals_before, len(evaluation.lost),
                                  evaluation.verdict.size_after)
 

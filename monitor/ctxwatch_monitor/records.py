@@ -168,8 +168,9 @@ def validate(span: RawSpan) -> MutationRecord | None:
     if record.lost > record.before:
         raise Rejected(f"{where}: {semconv.LITERALS_LOST} ({record.lost}) exceeds {semconv.LITERALS_BEFORE} "
                        f"({record.before})")
-    if not record.loop_id:
-        record.loop_id = _resource_string(span, semconv.LOOP_ID)
+    if not record.loop_id:  # the resource's, by the one fallback rule (checked as a string first)
+        resource = {semconv.LOOP_ID: _resource_string(span, semconv.LOOP_ID)}
+        record.loop_id = semconv.resolve_loop_id(attrs, resource) or ""
         if not record.loop_id:
             raise Rejected(f"{where}: no {semconv.LOOP_ID} on the span or its resource")
     if not record.service:
