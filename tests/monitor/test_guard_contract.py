@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from conftest import MonitorProcess
-from conversations import assistant, call, result, system, user
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -32,6 +31,8 @@ from ctxwatch.simulate.rewriters import InstructionAbsorbingRewriter
 from ctxwatch.simulate.text import TextGen
 from ctxwatch.telemetry import fleet
 from ctxwatch.telemetry.mutation import MutationTelemetry
+
+from conversations import assistant, call, result, system, user
 
 SERVICE = "contract"
 Series = dict[tuple[tuple[str, str], ...], float]
