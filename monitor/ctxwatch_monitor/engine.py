@@ -235,8 +235,9 @@ class Engine:
             loop.cycles = guard_cycle
             if fed:
                 cycle = guard_cycle
-            if record.guard_state in STATES and record.guard_state != loop.state:
-                self._set_state(loop, record.guard_state, guard_cycle, at)
+            guard_state = record.guard_state
+            if guard_state is not None and guard_state in STATES and guard_state != loop.state:
+                self._set_state(loop, guard_state, guard_cycle, at)
         entry = None
         if record.kind != "append":
             entry = loop.entries

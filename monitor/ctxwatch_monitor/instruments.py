@@ -229,10 +229,16 @@ class Instruments:
                 observed.setdefault(spec.name, []).append(value)
         for (name, extra), amount in added.items():
             target = self._fleet[name]
-            target.family.inc(self._key(target, base, extra), amount)
+            counter = target.family
+            if not isinstance(counter, Counter):
+                raise TypeError(f"{name} is not a counter")
+            counter.inc(self._key(target, base, extra), amount)
         for name, values in observed.items():
             target = self._fleet[name]
-            target.family.observe_many(self._key(target, base, ""), values)
+            histogram = target.family
+            if not isinstance(histogram, Histogram):
+                raise TypeError(f"{name} is not a histogram")
+            histogram.observe_many(self._key(target, base, ""), values)
 
     def _key(self, target: _Fleet, base: tuple[str, str, str, str], extra: str) -> Key:
         cache_key = (target.family.name, base, extra)  # family names are unique

@@ -38,7 +38,7 @@ def label_picker(spec: semconv.MetricSpec) -> Callable[[Sequence[T]], tuple[T, .
     getter = itemgetter(*(_POSITION[a] for a in spec.attributes))
     if len(spec.attributes) == 1:
         return lambda vector: (getter(vector),)
-    return getter  # type: ignore[return-value]  # itemgetter of several items returns a tuple
+    return getter  # itemgetter of several items returns a tuple
 
 
 def counts(decision: str, lost: int, orphans_tool_use: int, orphans_tool_result: int,
