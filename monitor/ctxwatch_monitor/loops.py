@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from ctxwatch import semconv
 from ctxwatch.contraction import STATES
 from ctxwatch.report import DECISIONS, MUTATION_KINDS
 
@@ -104,7 +105,7 @@ class LoopState:
         for i in range(count):
             t, d, r, before, lost, cycle, decision, kind, state = _ENTRY.unpack_from(
                 self.history, ((start + i) % count) * _ENTRY.size)
-            kind_name = _KINDS[kind] if kind < len(_KINDS) else "other"
+            kind_name = _KINDS[kind] if kind < len(_KINDS) else semconv.OVERFLOW
             out.append(Cycle(round(self.first_seen + t, 3), kind_name, DECISIONS[decision], _opt(d),
                              _opt(r), before, lost, cycle or None, STATES[state]))
         return out
