@@ -16,7 +16,6 @@ import weakref
 from typing import Any
 
 from opentelemetry import metrics
-from opentelemetry.metrics._internal import _PROXY_METER_PROVIDER as _API_PROXY  # the global before any set
 
 from .. import semconv
 from ..report import Report
@@ -81,6 +80,8 @@ class Instruments:
 
 _lock = threading.Lock()
 _by_provider: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()
+# the first set made for the global provider, and the provider that was global then
+_first_global: tuple[Any, Instruments] | None = None
 
 
 def instruments_for(meter_provider: metrics.MeterProvider | None, version: str,
@@ -91,15 +92,21 @@ def instruments_for(meter_provider: metrics.MeterProvider | None, version: str,
     None and that provider passed explicitly, and the set made before any SDK was installed (on the
     API's proxy, which delegates to the SDK installed later) goes on serving the global provider. Two
     sets on one SDK meter would lose counts: the SDK keeps the first observable counter of a name and
-    never calls the second's callback."""
+    never calls the second's callback.
+
+    The global provider can be set once only, so a global provider that differs from the one global
+    when the first global set was made means that one was the API's proxy (no private API needed)."""
+    global _first_global
     with _lock:
         current = metrics.get_meter_provider()
         provider = current if meter_provider is None else meter_provider
         made = _by_provider.get(provider)
-        if made is None and provider is current:
-            made = _by_provider.get(_API_PROXY)
+        if made is None and provider is current and _first_global is not None and _first_global[0] is not current:
+            made = _first_global[1]  # made on the proxy, which now delegates to `current`
         if made is None:
             made = Instruments(metrics.get_meter(semconv.INSTRUMENTATION_NAME, version, provider,
                                                  schema_url=schema_url))
+        if provider is current and _first_global is None:
+            _first_global = (current, made)
         _by_provider[provider] = made
         return made
