@@ -1,6 +1,7 @@
 """Benchmark of the ctxwatch monitor: throughput, latency, memory, /metrics render time, overload.
 
-Starts the monitor as a subprocess (`python -m ctxwatch_monitor --bench-endpoints`, SQLite state,
+Starts the monitor as a subprocess (`bench/monitor_decode_route.py`: the monitor plus the decode-only
+route of phase 1, SQLite state,
 one uvicorn worker, pinned to CPU 0 when there are two or more) and drives it from this process
 (pinned to CPU 1) over loopback with pre-encoded OTLP protobuf requests covering >= 100 concurrent
 loops. Phases:
@@ -119,8 +120,8 @@ class Monitor:
     def __init__(self, state: Path, *args: str) -> None:
         pin = (lambda: os.sched_setaffinity(0, {0})) if os.cpu_count() and os.cpu_count() >= 2 else None
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ctxwatch_monitor", "--port", "0", "--state", str(state), "--bench-endpoints",
-             "--log-level", "error", *args], stdout=subprocess.PIPE, text=True, preexec_fn=pin)
+            [sys.executable, str(Path(__file__).with_name("monitor_decode_route.py")), "--port", "0", "--state",
+             str(state), "--log-level", "error", *args], stdout=subprocess.PIPE, text=True, preexec_fn=pin)
         line = self.proc.stdout.readline()
         if "listening on" not in line:
             raise SystemExit(f"monitor did not start: {line!r}")
