@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 
+from absorbing import run_absorbing_loop
 from conftest import MonitorProcess
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.metrics import MeterProvider
@@ -26,9 +27,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from ctxwatch import semconv
 from ctxwatch.contraction import DetectorConfig
 from ctxwatch.guard import ContextGuard
-from ctxwatch.model import Message
-from ctxwatch.simulate.rewriters import InstructionAbsorbingRewriter
-from ctxwatch.simulate.text import TextGen
 from ctxwatch.telemetry import fleet
 from ctxwatch.telemetry.mutation import MutationTelemetry
 
@@ -43,16 +41,8 @@ def _contracting_loop(telemetry: MutationTelemetry) -> None:
     guard = ContextGuard("loop-absorbing", agent="absorber", service=SERVICE, pass_cap=None,
                          enforce={"directive_colocation": "warn"},
                          detector=DetectorConfig(min_literals=1, enter_cycles=2), telemetry=telemetry)
-    text = TextGen(7)
-    messages = [Message("system", "You are a helpful agent.")]
-    messages += [text.message("user" if i % 2 == 0 else "assistant", 6, 0.6) for i in range(12)]
-    guard.observe(messages, boundary=1)
-    rewriter = InstructionAbsorbingRewriter(0.6)
-    for _ in range(12):
-        if guard.check(rewriter(guard.messages), kind="compact").decision == "halt":
-            return
-        guard.observe(guard.messages + [text.message("user", 3, 0.5)], boundary=1)
-    raise AssertionError("the absorbing loop never halted: the scenario no longer contracts")
+    if run_absorbing_loop(guard, 7, lambda report: report.decision == "halt") is None:
+        raise AssertionError("the absorbing loop never halted: the scenario no longer contracts")
 
 
 def _refusing_loop(telemetry: MutationTelemetry) -> None:
