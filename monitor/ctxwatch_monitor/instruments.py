@@ -152,8 +152,8 @@ class Instruments:
                      self.loops_tracked, self.evictions, self.db_write_duration, self.inflight, self.late_spans,
                      self.held_spans]
         self.metric_set = MetricSet(families, skipped=self.unwritable)
-        # each fleet family's label key per (family, label vector), bounded like the label values
-        self._key_cache: dict[tuple[str, tuple[str, str, str, str], str], Key] = {}
+        # the fleet families' label keys per (kind, decision, agent, service), by (family, side or invariant)
+        self._key_cache: dict[tuple[str, str, str, str], dict[tuple[str, str], Key]] = {}
         self._pairs: dict[tuple[str, str], tuple[str, str]] = {}
 
     def forget_labels(self) -> None:
@@ -199,7 +199,7 @@ class Instruments:
             for family in self.metric_set.families.values():
                 family.forget(label, freed)
             index = 3 if label == "service" else 2
-            self._key_cache = {at: key for at, key in self._key_cache.items() if at[1][index] not in freed}
+            self._key_cache = {base: keys for base, keys in self._key_cache.items() if base[index] not in freed}
             self._pairs = {pair: labels for pair, labels in self._pairs.items() if pair[position] not in freed}
 
     def take_label_state(self, force: bool = False) -> dict[str, Any]:
@@ -218,31 +218,39 @@ class Instruments:
         """Record a group of spans with one (kind, decision, agent, service) by the guard's rule
         (`ctxwatch.telemetry.fleet`), each series updated once for the group."""
         kind, decision = base[0], base[1]
-        added: dict[tuple[str, str], int] = {}
-        observed: dict[str, list[float]] = {}
+        lost = use = result = 0
+        violations: list[str] = []
+        warnings: list[str] = []
         for r in records:
-            for spec, extra, amount in fleet_rule.counts(decision, r.lost, r.orphans_tool_use, r.orphans_tool_result,
-                                                         r.violations, r.warnings):
-                slot = (spec.name, extra or "")
-                added[slot] = added.get(slot, 0) + amount
-            for spec, value in fleet_rule.observations(kind, decision, r.pass_number, r.d, r.lost, r.before):
-                observed.setdefault(spec.name, []).append(value)
-        for (name, extra), amount in added.items():
-            target = self._fleet[name]
-            counter = target.family
+            lost += r.lost
+            use += r.orphans_tool_use
+            result += r.orphans_tool_result
+            if r.violations:
+                violations += r.violations
+            if r.warnings:
+                warnings += r.warnings
+        keys = self._key_cache.get(base)
+        if keys is None:
+            keys = self._key_cache[base] = {}
+        added: dict[tuple[str, str], int] = {}
+        for spec, extra, amount in fleet_rule.counts(decision, len(records), lost, use, result, violations, warnings):
+            slot = (spec.name, extra or "")
+            added[slot] = added.get(slot, 0) + amount
+        for slot, amount in added.items():
+            counter = self._fleet[slot[0]].family
             if not isinstance(counter, Counter):
-                raise TypeError(f"{name} is not a counter")
-            counter.inc(self._key(target, base, extra), amount)
-        for name, values in observed.items():
-            target = self._fleet[name]
-            histogram = target.family
+                raise TypeError(f"{slot[0]} is not a counter")
+            counter.inc(keys.get(slot) or self._new_key(keys, base, slot), amount)
+        figures = ((r.pass_number, r.d, r.lost, r.before) for r in records)
+        for spec, values in fleet_rule.observations(kind, decision, figures):
+            histogram = self._fleet[spec.name].family
             if not isinstance(histogram, Histogram):
-                raise TypeError(f"{name} is not a histogram")
-            histogram.observe_many(self._key(target, base, ""), values)
+                raise TypeError(f"{spec.name} is not a histogram")
+            slot = (spec.name, "")
+            histogram.observe_many(keys.get(slot) or self._new_key(keys, base, slot), values)
 
-    def _key(self, target: _Fleet, base: tuple[str, str, str, str], extra: str) -> Key:
-        cache_key = (target.family.name, base, extra)  # family names are unique
-        key = self._key_cache.get(cache_key)
-        if key is None:
-            key = self._key_cache[cache_key] = target.key((*base, extra))
+    def _new_key(self, keys: dict[tuple[str, str], Key], base: tuple[str, str, str, str], slot: tuple[str, str]
+                 ) -> Key:
+        """The label key of the family named `slot[0]` for `base` and the side or invariant `slot[1]` (cached)."""
+        key = keys[slot] = self._fleet[slot[0]].key((*base, slot[1]))
         return key

@@ -16,7 +16,7 @@ The guard's duration histogram is the guard's own (the monitor cannot measure it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import itemgetter
 from typing import TypeVar
 
@@ -41,13 +41,14 @@ def label_picker(spec: semconv.MetricSpec) -> Callable[[Sequence[T]], tuple[T, .
     return getter  # itemgetter of several items returns a tuple
 
 
-def counts(decision: str, lost: int, orphans_tool_use: int, orphans_tool_result: int,
-           violations: Sequence[str], warnings: Sequence[str]
-           ) -> Iterator[tuple[semconv.MetricSpec, str | None, int]]:
-    """(counter, side or bounded invariant id or None, amount) for every counter one mutation adds to."""
-    yield semconv.MUTATIONS, None, 1
+def counts(decision: str, mutations: int, lost: int, orphans_tool_use: int, orphans_tool_result: int,
+           violations: Iterable[str], warnings: Iterable[str]) -> Iterator[tuple[semconv.MetricSpec, str | None, int]]:
+    """(counter, side or bounded invariant id or None, amount) for every counter that `mutations`
+    mutations of one decision add to, given their summed figures and all their findings (the guard
+    records one mutation at a time, the monitor a group of spans with the same labels at once)."""
+    yield semconv.MUTATIONS, None, mutations
     if decision == "defer":
-        yield semconv.DEFERRALS, None, 1
+        yield semconv.DEFERRALS, None, mutations
     if lost:
         yield semconv.LOST_LITERALS, None, lost
     for side, count in zip(semconv.ORPHAN_SIDES, (orphans_tool_use, orphans_tool_result), strict=True):
@@ -59,14 +60,27 @@ def counts(decision: str, lost: int, orphans_tool_use: int, orphans_tool_result:
         yield semconv.INVARIANT_WARNINGS, semconv.bounded_invariant(invariant), 1
 
 
-def observations(kind: str, decision: str, pass_number: int | None, hash_distance: float | None,
-                 lost: int, literals_before: int) -> Iterator[tuple[semconv.MetricSpec, float]]:
-    """(histogram, value) for every rewrite histogram one mutation is recorded on (applied rewrites only)."""
+# one mutation's histogram figures: (pass number, hash distance d_t, literals lost, literals before)
+RewriteFigures = tuple[int | None, float | None, int, int]
+
+
+def observations(kind: str, decision: str, figures: Iterable[RewriteFigures]
+                 ) -> Iterator[tuple[semconv.MetricSpec, list[float]]]:
+    """(histogram, values) for every rewrite histogram that mutations of one kind and decision are
+    recorded on: applied rewrites only (`figures` is not read otherwise), r_t only with literals."""
     if not semconv.is_applied_rewrite(kind, decision):
         return
-    if pass_number is not None:
-        yield semconv.PASS_NUMBER_HISTOGRAM, pass_number
-    if hash_distance is not None:
-        yield semconv.HASH_DISTANCE_HISTOGRAM, hash_distance
-    if literals_before:
-        yield semconv.LITERAL_LOSS_RATE, lost / literals_before
+    passes: list[float] = []
+    distances: list[float] = []
+    loss_rates: list[float] = []
+    for pass_number, hash_distance, lost, literals_before in figures:
+        if pass_number is not None:
+            passes.append(pass_number)
+        if hash_distance is not None:
+            distances.append(hash_distance)
+        if literals_before:
+            loss_rates.append(lost / literals_before)
+    for spec, values in ((semconv.PASS_NUMBER_HISTOGRAM, passes), (semconv.HASH_DISTANCE_HISTOGRAM, distances),
+                         (semconv.LITERAL_LOSS_RATE, loss_rates)):
+        if values:
+            yield spec, values

@@ -69,12 +69,12 @@ class Instruments:
         service = None if service is None else self.services.value(service)
         vector: tuple[str | None, ...] = (kind, decision, agent, service, None)
         self.duration.record(duration_s, self._label_set(semconv.GUARD_DURATION, vector)[1])
-        for spec, extra, amount in fleet.counts(decision, report.literals_lost, report.orphans_tool_use,
+        for spec, extra, amount in fleet.counts(decision, 1, report.literals_lost, report.orphans_tool_use,
                                                 report.orphans_tool_result, violations, warnings):
             key, labels = self._label_set(spec, vector if extra is None else (kind, decision, agent, service, extra))
             self.by_name[spec.name].add(amount, labels, key)
-        for spec, value in fleet.observations(kind, decision, report.pass_number, report.hash_distance,
-                                              report.literals_lost, report.literals_before):
+        figures = ((report.pass_number, report.hash_distance, report.literals_lost, report.literals_before),)
+        for spec, (value,) in fleet.observations(kind, decision, figures):
             self.by_name[spec.name].record(value, self._label_set(spec, vector)[1])
 
 
