@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request, Response
 
 from ctxwatch_monitor.app import create_app
 from ctxwatch_monitor.config import MonitorConfig
-from ctxwatch_monitor.otlp import decode, media_type, success_body
+from ctxwatch_monitor.otlp_codec import decode, media_type, success_body
 from ctxwatch_monitor.records import RESOURCE_KEYS, SPAN_KEYS
 from ctxwatch_monitor.server import main
 from ctxwatch_monitor.wire import media_encoding, read_body

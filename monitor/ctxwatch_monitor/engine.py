@@ -31,7 +31,7 @@ from .instruments import Instruments
 from .loop_state import IDLE, OncallState
 from .loops import CONTRACTING, LoopState, LoopStore
 from .ordering import GUARD, HELD, LATE, MONITOR, LoopOrder, Sequencer
-from .otlp import RawSpan
+from .otlp_codec import RawSpan
 from .persistence import Database
 from .records import MutationRecord, Rejected, validate
 

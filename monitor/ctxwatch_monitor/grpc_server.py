@@ -32,7 +32,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from .auth import BearerAuth
 from .ingest import Receiver, Refusal
-from .otlp import bad_request, success_body
+from .otlp_codec import bad_request, success_body
 from .wire import PROTOBUF
 
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

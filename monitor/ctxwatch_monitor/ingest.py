@@ -26,7 +26,7 @@ from .admission import Admission
 from .auth import CHALLENGE, BearerAuth
 from .batches import GroupCommit
 from .engine import Engine, IngestResult, StateReset, Unavailable
-from .otlp import DecodeError, decode, error_body, media_type, success_body
+from .otlp_codec import DecodeError, decode, error_body, media_type, success_body
 from .records import RESOURCE_KEYS, SPAN_KEYS
 from .wire import WireError, declared_length_ok, guess_encoding, media_encoding, read_body
 

@@ -29,7 +29,7 @@ from ctxwatch.telemetry.bounded import BoundedValues
 from . import wire
 from .config import MonitorConfig
 from .loop_state import STATUSES
-from .metrics import Counter, Family, Gauge, Histogram, Key, MetricSet, SeriesBudget
+from .metric_store import Counter, Family, Gauge, Histogram, Key, MetricSet, SeriesBudget
 from .records import MutationRecord
 
 _DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)

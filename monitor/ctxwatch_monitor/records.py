@@ -5,7 +5,7 @@ LLM call, a span that only inherits `ctxwatch.loop.id` from its resource) is ign
 monitor can sit behind a collector that forwards everything. A mutation span with an attribute of
 the wrong type, a negative, NaN or infinite figure, an unknown decision or an oversized string is
 rejected with a message naming the span's position and the attribute (OTLP `partial_success`);
-so is an integer outside int64 or a string that is not valid UTF-8 (see `otlp.Invalid`), so nothing
+so is an integer outside int64 or a string that is not valid UTF-8 (see `otlp_codec.Invalid`), so nothing
 stored can fail to be written to the state file, the API or /metrics later.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 from ctxwatch import semconv
 from ctxwatch.report import DECISIONS
 
-from .otlp import INVALID, NOT_UTF8, Invalid, RawSpan
+from .otlp_codec import INVALID, NOT_UTF8, Invalid, RawSpan
 
 RESOURCE_SERVICE_NAME = "service.name"
 AGENT_NAME = semconv.GENAI_V1_41.agent_name
