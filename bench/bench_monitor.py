@@ -1,6 +1,7 @@
 """Benchmark of the ctxwatch monitor: throughput, latency, memory, /metrics render time, overload.
 
-Starts the monitor as a subprocess (`python -m ctxwatch_monitor --bench-endpoints`, SQLite state,
+Starts the monitor as a subprocess (`bench/monitor_decode_route.py`: the monitor plus the decode-only
+route of phase 1, SQLite state,
 one uvicorn worker, pinned to CPU 0 when there are two or more) and drives it from this process
 (pinned to CPU 1) over loopback with pre-encoded OTLP protobuf requests covering >= 100 concurrent
 loops (`--encoding json`: the same requests in OTLP/JSON, ids in hex, as the JavaScript SDK sends them).
@@ -18,7 +19,7 @@ Phases:
    against /healthz on the idle monitor (same run)
 6. idle connections: /healthz latency (a new connection per probe) while 1,000 connections are
    open and idle, against the same probes with none open (same run)
-7. decode: `ctxwatch_monitor.otlp.decode` in this process, the same requests as OTLP/JSON and as
+7. decode: `ctxwatch_monitor.otlp_codec.decode` in this process, the same requests as OTLP/JSON and as
    protobuf in interleaved rounds: spans/s of each and the JSON/protobuf ratio (same run)
 
 Prints min / median / max of the throughput of the runs, p50/p99 latency, RSS, and the ratio of the
@@ -48,7 +49,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client.parser import text_string_to_metric_families
 
 from ctxwatch import semconv
-from ctxwatch_monitor.otlp import decode
+from ctxwatch_monitor.otlp_codec import decode
 from ctxwatch_monitor.records import RESOURCE_KEYS, SPAN_KEYS
 
 SPANS_PER_REQUEST = 512
@@ -140,8 +141,8 @@ class Monitor:
     def __init__(self, state: Path, *args: str) -> None:
         pin = (lambda: os.sched_setaffinity(0, {0})) if os.cpu_count() and os.cpu_count() >= 2 else None
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ctxwatch_monitor", "--port", "0", "--state", str(state), "--bench-endpoints",
-             "--log-level", "error", *args], stdout=subprocess.PIPE, text=True, preexec_fn=pin)
+            [sys.executable, str(Path(__file__).with_name("monitor_decode_route.py")), "--port", "0", "--state",
+             str(state), "--log-level", "error", *args], stdout=subprocess.PIPE, text=True, preexec_fn=pin)
         line = self.proc.stdout.readline()
         if "listening on" not in line:
             raise SystemExit(f"monitor did not start: {line!r}")

@@ -316,7 +316,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="catch-up repeats")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        monitor = MonitorProcess(0, Path(":memory:"))
+        monitor = MonitorProcess(":memory:", "--grpc-port", "off").start()
         try:
             daemon(args, monitor.client.url, Path(tmp))
             catch_up(args, monitor.client.url, Path(tmp))

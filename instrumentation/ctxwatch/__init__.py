@@ -10,8 +10,6 @@ The public API is re-exported here and nowhere else::
 Importing ctxwatch imports no agent framework and no OpenTelemetry SDK.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
 from .cache import ProviderCache
 from .config import GuardConfig
 from .contraction import ContractionDetector, CycleVerdict, DetectorConfig
@@ -35,11 +33,7 @@ from .model import Context, Message, OpaquePart, TextPart, ToolCall, ToolResult,
 from .provenance import verify_jsonl
 from .report import DECISIONS, INVARIANTS, MUTATION_KINDS, Finding, Report
 from .telemetry import MutationTelemetry
-
-try:
-    __version__ = version("ctxwatch")
-except PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0.0.0"
+from .version import VERSION as __version__
 
 __all__ = [
     "DECISIONS", "INVARIANTS", "MUTATION_KINDS", "__version__", "check_idempotence", "Context", "ContextGuard",

@@ -283,10 +283,6 @@ class ContractionDetector:
                         tuple(sizes[-det.config.window:]))
         return det
 
-    def with_config(self, config: DetectorConfig) -> ContractionDetector:
-        """A copy of this detector's state under another configuration."""
-        return ContractionDetector.from_dict(self.to_dict(), config)
-
     def __repr__(self) -> str:
         return f"ContractionDetector(state={self.state!r}, cycle={self.cycle}, onset={self.onset})"
 

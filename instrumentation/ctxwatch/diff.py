@@ -35,13 +35,15 @@ def common_prefix(a: Sequence, b: Sequence) -> int:
 
 @dataclass
 class Change:
-    """A proposed mutation of `before` into `after`."""
+    """A proposed mutation of `before` into `after`. `declared` is False when the caller named no kind
+    and the guard named it (`kinds.classify`)."""
 
     before: Context
     after: tuple[Message, ...]
     kind: str
     before_digests: list[int] = field(repr=False)
     after_digests: list[int] = field(repr=False)
+    declared: bool = True
 
     @classmethod
     def between(cls, before: Context, after: tuple[Message, ...], kind: str,

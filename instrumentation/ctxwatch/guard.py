@@ -35,7 +35,8 @@ from typing import Any, TypeVar
 
 from . import cache as prompt_cache
 from . import decision as decisions
-from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral
+from . import semconv
+from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral, check_on_refusal
 from .contraction import ContractionDetector, DetectorConfig
 from .cycles import measure_cycle
 from .deferral import Conversion, DeferralQueue, carried_text, whole_pair_conversion
@@ -53,8 +54,9 @@ from .invariants.plan import Plan, check_barrier, check_plan, pin_lines
 from .invariants.policy import PolicyRegion, PolicySelector, check_pass_cap
 from .invariants.prefix import check_prefix, check_rerender
 from .invariants.schemas import SchemaRegistry, check_schemas
+from .kinds import classify
 from .literals import LiteralRegistry
-from .model import Context, Message, TextPart, ToolSchema
+from .model import SYSTEM_ROLES, Context, Message, TextPart, ToolSchema
 from .provenance import ProvenanceLog
 from .report import MUTATION_KINDS, Finding, Report
 from .state import ConsumedState
@@ -299,8 +301,7 @@ class ContextGuard:
         ``on_refusal="keep"`` returns the guard's context (what it checked) instead of raising on abort
         or halt.
         """
-        if on_refusal not in ("raise", "keep"):
-            raise ValueError(f"on_refusal must be 'raise' or 'keep', got {on_refusal!r}")
+        check_on_refusal(on_refusal)
 
         def wrap(fn: F) -> F:
             @functools.wraps(fn)
@@ -318,7 +319,7 @@ class ContextGuard:
     def self_edit(self, new_system_prompt: str) -> Any:
         """A model-requested rewrite of its leading system message: validated as an untrusted proposal."""
         current = self._state.context.messages
-        if not current or current[0].role not in ("system", "developer"):
+        if not current or current[0].role not in SYSTEM_ROLES:
             raise InvalidContextError("the context has no leading system message to edit", index=0, field="role")
         edited = Message(current[0].role, [TextPart(new_system_prompt)], id=current[0].id, name=current[0].name)
         proposal = self.bridge.to_caller((edited,) + current[1:], self._state.raw)
@@ -387,11 +388,12 @@ class ContextGuard:
         rewrite = not change.is_append_only or tools is not None
         # the kind is the one the guard evaluates it as (spans, metrics and the monitor follow it): growth
         # alone (or no change) is an append whatever the caller declared; growth with a new tool list a
-        # schema change, anything else a rewrite unless the caller names its kind
+        # schema change; anything else the caller does not name is named by `kinds.classify`
         if not rewrite:
             kind = "append"
         elif kind is None or kind == "append":
-            kind = "schema_change" if change.is_append_only else "rewrite"
+            kind = "schema_change" if change.is_append_only else classify(base.context.messages, proposed)
+            change.declared = False
         change.kind = kind
         handle = self.telemetry.start(loop_id=self.loop_id, kind=kind, agent=self.agent,
                                       conversation_id=self.conversation_id, service=self.service,
@@ -614,7 +616,10 @@ class ContextGuard:
         self.policy.resolve(messages)  # the first context the guard accepts fixes the policy region
 
     def _advance_detector(self, evaluation: Evaluation) -> None:
-        if evaluation.verdict is not None:
+        """Feed the detector the cycle of `evaluation` if it is one by the rule the monitor feeds its own
+        detector with (`semconv.feeds_detector`: the report's kind, decision and hash distance)."""
+        if evaluation.verdict is not None and semconv.feeds_detector(evaluation.change.kind, evaluation.decision,
+                                                                     evaluation.distance):
             self.detector.update(evaluation.verdict.d, evaluation.literals_before, len(evaluation.lost),
                                  evaluation.verdict.size_after)
 

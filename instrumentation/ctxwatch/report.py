@@ -22,6 +22,10 @@ MUTATION_KINDS: tuple[str, ...] = (
     "append", "compact", "prune", "rewrite", "rerank", "system_patch", "schema_change", "self_edit",
 )
 
+# The kinds that shrink history: an applied one marks the conversation compacted (telemetry) and is the
+# kind a deferral may carry out as whole-pair compaction (config, deferral "auto").
+COMPACTION_KINDS: frozenset[str] = frozenset({"compact", "prune"})
+
 INVARIANTS: tuple[str, ...] = (
     "prefix_identity", "tool_pairing", "schema_version", "rerender", "policy_isolation", "pass_cap",
     "directive_colocation", "literal_loss", "order", "idempotence", "plan_reference", "barrier",

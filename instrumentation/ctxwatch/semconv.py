@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .report import COMPACTION_KINDS as _COMPACTION_KINDS
 from .report import INVARIANTS, MUTATION_KINDS
 
 INSTRUMENTATION_NAME = "ctxwatch"
@@ -94,14 +95,13 @@ INVARIANT = FINDING_INVARIANT
 ORPHAN_SIDE = "ctxwatch.orphan.side"
 TELEMETRY_STAGE = "ctxwatch.telemetry.stage"
 ORPHAN_SIDES: tuple[str, ...] = ("tool_use", "tool_result")
-TELEMETRY_STAGES: tuple[str, ...] = ("start", "end", "export_traces", "export_metrics")
 
-# Mutation kinds whose applied (patch) decision marks the conversation as compacted.
-COMPACTION_KINDS = frozenset({"compact", "prune"})
+# Mutation kinds whose applied (patch) decision marks the conversation as compacted (`report`'s set).
+COMPACTION_KINDS = _COMPACTION_KINDS
 
 # --- bounded values ----------------------------------------------------------------------------
 OVERFLOW = "_OTHER"          # the value past a cap, and for any value outside a closed set
-MAX_LABEL_VALUES = 64        # distinct agent / service names per meter provider before overflow
+MAX_LABEL_VALUES = 100       # distinct agent / service names at once before overflow (guard and monitor)
 MAX_LABEL_LENGTH = 128       # a longer agent / service name is recorded as OVERFLOW on metrics
 
 

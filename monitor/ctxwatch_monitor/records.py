@@ -5,7 +5,7 @@ LLM call, a span that only inherits `ctxwatch.loop.id` from its resource) is ign
 monitor can sit behind a collector that forwards everything. A mutation span with an attribute of
 the wrong type, a negative, NaN or infinite figure, an unknown decision or an oversized string is
 rejected with a message naming the span's position and the attribute (OTLP `partial_success`).
-An integer outside int64 or a string that is not valid UTF-8 never gets here (`otlp` rejects the span
+An integer outside int64 or a string that is not valid UTF-8 never gets here (`otlp_codec` rejects the span
 while decoding it), so nothing stored can fail to be written to the state file, the API or /metrics later.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 from ctxwatch import semconv
 from ctxwatch.report import DECISIONS
 
-from .otlp import RawSpan
+from .otlp_codec import RawSpan
 
 RESOURCE_SERVICE_NAME = "service.name"
 AGENT_NAME = semconv.GENAI_V1_41.agent_name
@@ -59,9 +59,12 @@ class MutationRecord:
         """`attrs` are the span's type-checked attributes; `validate` checks the rest and fills in
         the loop id and service from the resource when the span has none."""
         get = attrs.get
-        self.loop_id, self.service, self.end_ns = get(semconv.LOOP_ID), get(semconv.SERVICE_NAME), end_ns
-        self.agent = get(AGENT_NAME) or ""
-        self.kind, self.decision = get(semconv.MUTATION_KIND), get(semconv.DECISION)
+        self.loop_id: str = get(semconv.LOOP_ID) or ""
+        self.service: str = get(semconv.SERVICE_NAME) or ""
+        self.end_ns = end_ns
+        self.agent: str = get(AGENT_NAME) or ""
+        self.kind: str = get(semconv.MUTATION_KIND) or ""
+        self.decision: str = get(semconv.DECISION) or ""
         self.pass_number, self.pass_cap = get(semconv.PASS_NUMBER), get(semconv.PASS_CAP)
         self.before, self.lost = get(semconv.LITERALS_BEFORE) or 0, get(semconv.LITERALS_LOST) or 0
         self.orphans_tool_use = get(semconv.ORPHANS_TOOL_USE) or 0
@@ -69,7 +72,7 @@ class MutationRecord:
         d = get(semconv.HASH_DISTANCE)
         self.d = None if d is None else float(d)
         self.violations, self.warnings = get(semconv.VIOLATIONS) or (), get(semconv.WARNINGS) or ()
-        self.guard_state = get(semconv.CONTRACTION_STATE)
+        self.guard_state: str | None = get(semconv.CONTRACTION_STATE)
         self.episode = get(semconv.EPISODE) or 0
         self.sequence: int | None = get(semconv.SEQUENCE)       # None: a guard that does not number its spans
         self.guard_cycle: int | None = get(semconv.CONTRACTION_CYCLE)
@@ -157,15 +160,17 @@ def validate(span: RawSpan) -> MutationRecord | None:
     if not record.kind:
         raise Rejected(f"{where}: attribute {semconv.MUTATION_KIND} is empty")
     if record.decision not in _DECISIONS:
-        shown = "nothing" if record.decision is None else repr(record.decision)
+        sent = attrs.get(semconv.DECISION)
+        shown = "nothing" if sent is None else repr(sent)
         raise Rejected(f"{where}: attribute {semconv.DECISION} must be one of {', '.join(DECISIONS)}, got {shown}")
     if record.sequence == 0:
         raise Rejected(f"{where}: attribute {semconv.SEQUENCE} must be >= 1, got 0")
     if record.lost > record.before:
         raise Rejected(f"{where}: {semconv.LITERALS_LOST} ({record.lost}) exceeds {semconv.LITERALS_BEFORE} "
                        f"({record.before})")
-    if not record.loop_id:
-        record.loop_id = _resource_string(span, semconv.LOOP_ID)
+    if not record.loop_id:  # the resource's, by the one fallback rule (checked as a string first)
+        resource = {semconv.LOOP_ID: _resource_string(span, semconv.LOOP_ID)}
+        record.loop_id = semconv.resolve_loop_id(attrs, resource) or ""
         if not record.loop_id:
             raise Rejected(f"{where}: no {semconv.LOOP_ID} on the span or its resource")
     if not record.service:

@@ -25,7 +25,7 @@ from ctxwatch_monitor.app import create_app
 from ctxwatch_monitor.config import MEMORY_STATE, MonitorConfig
 from ctxwatch_monitor.engine import Engine
 from ctxwatch_monitor.instruments import Instruments
-from ctxwatch_monitor.otlp import RawSpan, decode
+from ctxwatch_monitor.otlp_codec import RawSpan, decode
 from ctxwatch_monitor.records import RESOURCE_KEYS, SPAN_KEYS, Rejected, validate
 from ctxwatch_monitor.wire import JSON, PROTOBUF
 

@@ -1,4 +1,4 @@
-"""The OTLP decoder in process (`ctxwatch_monitor.otlp`): a failure here names the function, not a subprocess.
+"""The OTLP decoder in process (`ctxwatch_monitor.otlp_codec`): a failure here names the function, not a subprocess.
 
 Both encodings decode one request to the same spans; OTLP/JSON ids are hex (the OTLP JSON mapping) and
 protobuf's base64 is still read; every way a span can be unreadable rejects that span alone with a reason
@@ -23,7 +23,7 @@ from test_bad_input import mutation, request
 from test_poison_spans import HUGE, SURROGATE, json_request
 
 from ctxwatch import semconv
-from ctxwatch_monitor.otlp import DecodeError, RawSpan, decode, span_from_json
+from ctxwatch_monitor.otlp_codec import DecodeError, RawSpan, decode, span_from_json
 from ctxwatch_monitor.records import RESOURCE_KEYS, SPAN_KEYS
 from ctxwatch_monitor.wire import JSON, PROTOBUF
 

@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from test_bad_input import mutation, request
 
 from ctxwatch import semconv
-from ctxwatch_monitor.metrics import Counter, MetricSet
+from ctxwatch_monitor.metric_store import Counter, MetricSet
 
 JSON = {"Content-Type": "application/json"}
 PROTOBUF = {"Content-Type": "application/x-protobuf"}

@@ -16,8 +16,8 @@ Before each model call:
 1. what the graph appended since the last call (the model's answer, tool results, new input) is
    observed — an append: no span;
 2. if the request is not an extension of that, the difference is one context edit, checked by the
-   guard with its kind (`_kinds.classify`: compact, prune, system_patch, rewrite; schema_change when
-   only the tools changed) — one span;
+   guard, which names its kind (`ctxwatch.kinds.classify`: compact, prune, system_patch, rerank,
+   rewrite; schema_change when only the tools changed) — one span;
 3. the guard's decision is carried out (`_refusal`): on patch the request goes as the framework made
    it; otherwise the model gets the previous messages (``on_refusal="keep"``, and always on defer)
    or the typed error is raised (``on_refusal="raise"``, the default). When the refused edit was made
@@ -49,11 +49,10 @@ from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
-from ..adapters import to_messages
 from ..cache import langchain_cache
+from ..config import check_on_refusal
 from ..guard import ContextGuard
-from ._kinds import classify
-from ._refusal import check_on_refusal, raise_refusal, settle
+from ._refusal import raise_refusal, settle
 
 GuardSource = ContextGuard | Callable[[str | None], ContextGuard]
 
@@ -187,8 +186,8 @@ class ContextGuardMiddleware(AgentMiddleware):
         if extends and not tools_changed:
             guard.observe(proposal, boundary=guard.context.boundary)
             return request, None
-        kind = "schema_change" if extends else classify(guard.context.messages, to_messages(proposal, "langchain"))
-        report, kept = settle(guard, proposal, kind=kind, tools=request.tools if tools_changed else None)
+        # the guard names the kind (`kinds.classify`; schema_change when only the tools changed)
+        report, kept = settle(guard, proposal, tools=request.tools if tools_changed else None)
         if kept is None:
             return request, None
         raise_refusal(report, self.on_refusal)

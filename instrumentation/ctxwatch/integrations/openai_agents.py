@@ -39,9 +39,10 @@ from typing import Any
 from agents.memory import SessionABC
 
 from ..cache import openai_responses_cache
+from ..config import check_on_refusal
 from ..guard import ContextGuard
 from ._format import bind_format
-from ._refusal import check_on_refusal, raise_refusal, settle
+from ._refusal import raise_refusal, settle
 
 __all__ = ["GuardedSession"]
 
