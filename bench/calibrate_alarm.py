@@ -15,8 +15,8 @@ are no cycle; r_t counts downstream literals), so the tables describe what a use
    one rewrite cycle): per cycle d, r, the three conditions and the margin to the evidence
    condition; the verdict with its reason; and the verdict when the session is extended by
    repeating its last cycle five more times.
-4. A sweep of `converge_max`, the threshold that trades early detection of slowly compounding
-   loops against false alarms on full-replacement compaction.
+4. Sweeps of `converge_max`, `fall_ratio`, `contract_ratio` and `shrink_min`, one at a time:
+   onsets caught, false alarms, and the real sessions' evidence cycles and smallest margin.
 5. The targets of issue 14, each with PASS or FAIL.
 
 Each loop is measured once (`ctxwatch.cycles.CycleMeter.cycle`, the guard's measurement); every
@@ -172,23 +172,36 @@ def _margin(margin: float | None) -> str:
 
 def _cycle_margin(v: CycleVerdict) -> str:
     if v.first and v.losing:
-        return f"— (first cycle; {v.d - v.threshold:+.3f} with a history)"
+        return f"— (first cycle; {v.d_net - v.threshold:+.3f} with a history)"
     if v.losing and not v.trended:
         return "— (second cycle: no trend of d yet, buffer not contracting)"
     return _margin(v.margin)
 
 
+Figures = list[tuple[float, int, int, int | None]]  # a session's cycles: d, literals before, lost, |Q_t|
+
+
+def figures_of(verdicts: list[CycleVerdict]) -> Figures:
+    return [(v.d, v.literals_before, v.literals_lost, v.size_after) for v in verdicts]
+
+
+def fed(figures: Figures, config: DetectorConfig) -> list[CycleVerdict]:
+    detector = ContractionDetector(config)
+    return [detector.update(*f) for f in figures]
+
+
 def extended(verdicts: list[CycleVerdict], config: DetectorConfig) -> list[CycleVerdict]:
     """The session's cycles fed again, then its last cycle repeated `EXTENSION` more times."""
-    detector = ContractionDetector(config)
-    figures = [(v.d, v.literals_before, v.literals_lost, v.size_after) for v in verdicts]
-    return [detector.update(*f) for f in figures + [figures[-1]] * EXTENSION][len(figures):]
+    figures = figures_of(verdicts)
+    return fed(figures + [figures[-1]] * EXTENSION, config)[len(figures):]
 
 
-def corpus_table(corpus: Path, targets: Targets) -> None:
+def corpus_table(corpus: Path, targets: Targets) -> list[Figures]:
+    """Prints table 3 and returns every read session's figures (for the sweeps)."""
     print(f"\n## 3. Real sessions ({corpus.name}/, every file)")
     config = CONFIGS["default"]
     summary: list[str] = []
+    sessions: list[Figures] = []
     real_margins: list[float] = []
     first_margins: list[float] = []  # first cycles, as if they had a history (for information)
     for path in sorted(p for p in corpus.iterdir() if p.suffix != ".md"):
@@ -198,20 +211,21 @@ def corpus_table(corpus: Path, targets: Targets) -> None:
             summary.append(f"| {path.name} | — | not read by the session readers | — | — |")
             continue
         verdicts = [m.verdict for m in audit.mutations]
+        sessions.append(figures_of(verdicts))
         print(f"\n### {path.name} ({audit.format}, {len(verdicts)} rewrite cycle(s))")
         if verdicts:
-            print("\n| cycle | mutation | messages | d | literals before | lost | r | converging | losing | d<r "
-                  "| margin | state |")
-            print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+            print("\n| cycle | mutation | messages | d | net d | literals before | lost | r | converging | losing "
+                  "| d<r | margin | state |")
+            print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for m in audit.mutations:
             v = m.verdict
             where = f"line {m.line}" if m.line is not None else f"step {m.step}"
             print(f"| {v.cycle} | {m.kind} ({m.source}, {where}) | {m.messages.before} -> {m.messages.after} | "
-                  f"{v.d:.3f} | {v.literals_before} | {v.literals_lost} | {v.r:.3f} | {_yes(v.shrinking)} | "
-                  f"{_yes(v.losing)} | {_yes(v.below)} | {_cycle_margin(v)} | {v.state} |")
+                  f"{v.d:.3f} | {v.d_net:.3f} | {v.literals_before} | {v.literals_lost} | {v.r:.3f} | "
+                  f"{_yes(v.shrinking)} | {_yes(v.losing)} | {_yes(v.below)} | {_cycle_margin(v)} | {v.state} |")
         margins = [v.margin for v in verdicts if v.margin is not None]
         real_margins.extend(margins)
-        first_margins.extend(v.d - v.threshold for v in verdicts if v.first and v.losing)
+        first_margins.extend(v.d_net - v.threshold for v in verdicts if v.first and v.losing)
         ext = extended(verdicts, config) if verdicts else []
         ext_state = "contracting" if any(v.state == "contracting" for v in ext) else "healthy"
         print(f"\nverdict: {audit.explain()}")
@@ -231,17 +245,20 @@ def corpus_table(corpus: Path, targets: Targets) -> None:
     targets.check(f"corpus: smallest margin to the evidence condition >= {MARGIN_TARGET} ({_margin(smallest)}; "
                   f"first cycles, which cannot be evidence, would have {_margin(min(first_margins, default=None))} "
                   "with a history)", smallest is None or smallest >= MARGIN_TARGET)
+    return sessions
 
 
 SWEEP = {"converge_max": (0.55, 0.6, 0.62, 0.65, 0.7), "fall_ratio": (0.6, 0.7, 0.8, 0.9, 1.0),
-         "contract_ratio": (0.6, 0.7, 0.8, 0.9, 1.0)}
+         "contract_ratio": (0.6, 0.7, 0.8, 0.9, 1.0), "shrink_min": (0.2, 0.3, 0.4, 0.5, 1.0)}
 
 
-def sweep_table(contracting: dict[str, list[Measured]], healthy: dict[str, list[Measured]]) -> None:
+def sweep_table(contracting: dict[str, list[Measured]], healthy: dict[str, list[Measured]],
+                sessions: list[Figures]) -> None:
     print("\n## 4. Sweeps: one field at a time, the others at their defaults")
     print("| setting | " + " | ".join(f"{family}: within 2 cycles" for family in contracting)
-          + " | " + " | ".join(f"{family}: alarms" for family in healthy) + " |")
-    print("|---|" + "---|" * (len(contracting) + len(healthy)))
+          + " | " + " | ".join(f"{family}: alarms" for family in healthy)
+          + " | corpus: evidence cycles | corpus: smallest margin |")
+    print("|---|" + "---|" * (len(contracting) + len(healthy) + 2))
     n_c, n_h = len(next(iter(contracting.values()))), len(next(iter(healthy.values())))
     for name, values in SWEEP.items():
         for value in values:
@@ -249,8 +266,11 @@ def sweep_table(contracting: dict[str, list[Measured]], healthy: dict[str, list[
             within = [sum(d is not None and 0 <= d <= 2 for d in (lp.delay(config) for lp in loops))
                       for loops in contracting.values()]
             alarms = [sum(lp.entered_at(config) is not None for lp in loops) for loops in healthy.values()]
+            real = [v for figures in sessions for v in fed(figures, config)]
+            smallest = min((v.margin for v in real if v.margin is not None), default=None)
             print(f"| {name}={value} | " + " | ".join(f"{w}/{n_c}" for w in within) + " | "
-                  + " | ".join(f"{a}/{n_h}" for a in alarms) + " |")
+                  + " | ".join(f"{a}/{n_h}" for a in alarms)
+                  + f" | {sum(v.evidence for v in real)} | {_margin(smallest)} |")
 
 
 def main() -> None:
@@ -263,14 +283,15 @@ def main() -> None:
     print(f"# contraction alarm calibration — DetectorConfig defaults: enter_cycles={cfg.enter_cycles}, "
           f"exit_cycles={cfg.exit_cycles}, window={cfg.window}, converge_max={cfg.converge_max}, "
           f"rise_max={cfg.rise_max}, fall_ratio={cfg.fall_ratio}, contract_ratio={cfg.contract_ratio}, "
+          f"shrink_min={cfg.shrink_min}, "
           f"min_literals={cfg.min_literals}, min_lost={cfg.min_lost}, "
           f"exit_margin={cfg.exit_margin}")
     targets = Targets()
     contracting, healthy = contracting_loops(args.loops), healthy_loops(args.healthy)
     onset_table(contracting, targets)
     false_alarm_table(healthy, targets)
-    corpus_table(args.corpus, targets)
-    sweep_table(contracting, healthy)
+    sessions = corpus_table(args.corpus, targets)
+    sweep_table(contracting, healthy, sessions)
     print("\n## 5. Targets\n")
     for label, met in targets.lines:
         print(f"- {'PASS' if met else 'FAIL'}: {label}")

@@ -66,6 +66,9 @@ class DetectorConfig:
     fall_ratio: d_t at most this share of the window's mean d is a real downward trend of d.
     contract_ratio: a post-rewrite size at most this share of the window's largest is the buffer
         itself contracting (only when sizes are fed).
+    shrink_min: a buffer that shrinks to at least this share of the previous post-rewrite size in one
+        cycle has the part of d such a pure contraction explains taken out (`net_distance`); one
+        that shrinks more is a replacement, not a step towards a fixed point, and keeps its d.
     min_literals: fewest literals in P_t for r_t to count (smaller buffers are never evidence).
     min_lost: fewest literals lost in a cycle for the cumulative loss to count as growing.
     exit_margin: a cycle is clear when it loses nothing or ``d_t >= r_t + exit_margin``.
@@ -78,6 +81,7 @@ class DetectorConfig:
     rise_max: float = 0.1
     fall_ratio: float = 0.7
     contract_ratio: float = 0.8
+    shrink_min: float = 0.4
     min_literals: int = 1
     min_lost: int = 1
     exit_margin: float = 0.05
@@ -89,7 +93,7 @@ class DetectorConfig:
                 raise ValueError(f"DetectorConfig.{name} must be an integer >= 1, got {value!r}")
         for name, low, high in (("converge_max", 0.0, 1.0), ("rise_max", 0.0, 1.0),
                                 ("fall_ratio", 0.0, 1.0), ("contract_ratio", 0.0, 1.0),
-                                ("exit_margin", 0.0, 1.0)):
+                                ("shrink_min", 0.0, 1.0), ("exit_margin", 0.0, 1.0)):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or not low <= value <= high:
                 raise ValueError(f"DetectorConfig.{name} must be a number in [{low}, {high}], got {value!r}")
@@ -116,12 +120,13 @@ class CycleVerdict:
     first: bool = False
     size_after: int | None = None
     contracted: bool = False  # the post-rewrite buffer itself contracting (its size, when fed)
+    d_net: float = 0.0  # d with a pure contraction's share taken out (`net_distance`): what the conditions judge
 
     @property
     def margin(self) -> float | None:
         """How far d_t is above the evidence threshold: None when no d would make the cycle evidence
         (nothing was lost; a first cycle; a second one whose buffer did not contract: no trend yet)."""
-        return self.d - self.threshold if self.losing and not self.first and self.trended else None
+        return self.d_net - self.threshold if self.losing and not self.first and self.trended else None
 
     @property
     def trended(self) -> bool:
@@ -139,7 +144,8 @@ class CycleVerdict:
         conds = ", ".join(f"{name}={'yes' if held else 'no'}" for name, held in checks)
         change = " (entered)" if self.entered else " (left)" if self.left else ""
         onset = f", onset cycle {self.onset}" if self.onset is not None else ""
-        return (f"cycle {self.cycle}: {self.state}{change}{onset}; d={self.d:.3f} r={self.r:.3f} "
+        net = f" (net {self.d_net:.3f})" if self.d_net != self.d else ""
+        return (f"cycle {self.cycle}: {self.state}{change}{onset}; d={self.d:.3f}{net} r={self.r:.3f} "
                 f"({self.literals_lost}/{self.literals_before} literals lost); {conds}; streak {self.streak}")
 
 
@@ -203,6 +209,7 @@ class ContractionDetector:
             raise ValueError(f"size_after must be an integer >= 0 or None, got {size_after!r}")
         cfg, s = self.config, self._s
         r = literals_lost / literals_before if literals_before else 0.0
+        net = net_distance(d, size_after, s.sizes[-1] if s.sizes else None, cfg.shrink_min)
         jump_bound = max(s.recent) + cfg.rise_max if s.recent else math.inf
         contracted = size_after is not None and bool(s.sizes) and size_after <= cfg.contract_ratio * max(s.sizes)
         # a trend: the buffer contracting, or d well below its recent mean (a flat d is no trend). The first
@@ -210,12 +217,12 @@ class ContractionDetector:
         trend = s.recent[1:] if s.cycle == len(s.recent) else s.recent
         trend_bound = (math.inf if contracted or not s.recent else cfg.fall_ratio * sum(trend) / len(trend)
                        if trend else -math.inf)  # -inf: a second cycle has no trend of d to show yet
-        shrinking = bool(s.recent) and d <= min(cfg.converge_max, jump_bound, trend_bound)
+        shrinking = bool(s.recent) and net <= min(cfg.converge_max, jump_bound, trend_bound)
         losing = literals_lost >= cfg.min_lost and literals_before >= cfg.min_literals
-        below = d < r
+        below = net < r
         evidence = shrinking and losing and below
         threshold = min(cfg.converge_max, jump_bound, trend_bound, r)
-        clear = literals_lost == 0 or d >= r + cfg.exit_margin
+        clear = literals_lost == 0 or net >= r + cfg.exit_margin
         cycle = s.cycle + 1
         state, streak, onset, run_start = s.state, s.streak, s.onset, s.run_start
         entered = left = False
@@ -232,11 +239,12 @@ class ContractionDetector:
             streak = streak + 1 if clear else 0
             if streak >= cfg.exit_cycles:
                 state, left, streak = "healthy", True, 0
-        recent = (s.recent + [d])[-cfg.window:]
+        recent = (s.recent + [net])[-cfg.window:]
         sizes = s.sizes if size_after is None else (*s.sizes, size_after)[-cfg.window:]
         new = _State(state, cycle, streak, onset, recent, s.lost_total + literals_lost, run_start, sizes)
         verdict = CycleVerdict(cycle, state, d, r, literals_before, literals_lost, shrinking, losing, below,
-                               streak, onset, entered, left, threshold, not s.recent, size_after, contracted)
+                               streak, onset, entered, left, threshold, not s.recent, size_after, contracted,
+                               net)
         return new, verdict
 
     # --- persistence -------------------------------------------------------------------------
@@ -289,6 +297,22 @@ class ContractionDetector:
 
     def __repr__(self) -> str:
         return f"ContractionDetector(state={self.state!r}, cycle={self.cycle}, onset={self.onset})"
+
+
+def net_distance(d: float, size_after: int | None, size_before: int | None, shrink_min: float) -> float:
+    """d_t with the share a pure contraction explains taken out, on d's own scale.
+
+    d is the angle between the fingerprints of Q_{t-1} and Q_t, ``cos(π·d/2)`` their cosine. If Q_t
+    were a part of Q_{t-1} holding a share s = |Q_t| / |Q_{t-1}| of it, that cosine would be about
+    ``√s`` (a fingerprint's squared norm grows with its features, and a part shares all of its own),
+    so ``cos(π·d/2) / √s`` estimates how much of Q_t is drawn from Q_{t-1}: 1 for a part, ~0 for new
+    text. The net distance is that estimate turned back into an angle. A buffer that keeps its size
+    or grows (s ≥ 1), or whose sizes are unknown, keeps its d; so does one shrinking below
+    `shrink_min` in one cycle (a replacement: the estimate cannot tell a part from new text there)."""
+    if size_after is None or not size_before or not shrink_min * size_before <= size_after < size_before:
+        return d
+    drawn = math.cos(math.pi * d / 2) / math.sqrt(size_after / size_before)
+    return 2 * math.acos(min(1.0, drawn)) / math.pi
 
 
 def _is_distance(x: object) -> bool:
