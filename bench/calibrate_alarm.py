@@ -130,6 +130,30 @@ def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> Non
                 targets.check(f"{family}: no alarm before the onset ({early})", early == 0)
 
 
+WITHOUT_NET = DetectorConfig(shrink_min=1.0)  # d judged as measured: the definition before `net_distance`
+
+
+def late_loops_table(contracting: dict[str, list[Measured]]) -> None:
+    """Every contracting loop caught later than 2 cycles after its onset, by the defaults or with d
+    judged as measured (shrink_min=1): its cycles' figures and which were evidence under each."""
+    print("\n## 1b. Late loops, onset - 1 to onset + 3 (late: entered more than 2 cycles after the onset, or never)")
+    print("| family | seed | onset | delay (default / shrink_min=1) | t | d | net d | r | lost/before | \\|Q_t\\| "
+          "| evidence (default / shrink_min=1) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for family, loops in contracting.items():
+        for lp in loops:
+            delays = (lp.delay(CONFIGS["default"]), lp.delay(WITHOUT_NET))
+            if all(d is not None and d <= 2 for d in delays):
+                continue
+            shown = "/".join("never" if d is None else str(d) for d in delays)
+            for (t, v), (_, raw) in zip(lp.verdicts(CONFIGS["default"]), lp.verdicts(WITHOUT_NET), strict=True):
+                if not lp.loop.onset - 1 <= t <= lp.loop.onset + 3:
+                    continue
+                print(f"| {family} | {lp.loop.seed} | {lp.loop.onset} | {shown} | {t} | {v.d:.3f} | {v.d_net:.3f} | "
+                      f"{v.r:.3f} | {v.literals_lost}/{v.literals_before} | {v.size_after} | "
+                      f"{_yes(v.evidence)} / {_yes(raw.evidence)} |")
+
+
 def false_alarm_table(healthy: dict[str, list[Measured]], targets: Targets) -> None:
     n = len(next(iter(healthy.values())))
     informational: dict[str, Callable[[int], SyntheticLoop]] = {
@@ -257,20 +281,25 @@ def sweep_table(contracting: dict[str, list[Measured]], healthy: dict[str, list[
     print("\n## 4. Sweeps: one field at a time, the others at their defaults")
     print("| setting | " + " | ".join(f"{family}: within 2 cycles" for family in contracting)
           + " | " + " | ".join(f"{family}: alarms" for family in healthy)
-          + " | corpus: evidence cycles | corpus: smallest margin |")
-    print("|---|" + "---|" * (len(contracting) + len(healthy) + 2))
+          + " | healthy: evidence cycles | healthy: smallest margin | corpus: evidence cycles "
+          "| corpus: smallest margin |")
+    print("|---|" + "---|" * (len(contracting) + len(healthy) + 4))
     n_c, n_h = len(next(iter(contracting.values()))), len(next(iter(healthy.values())))
     for name, values in SWEEP.items():
         for value in values:
             config = DetectorConfig(**{name: value})
             within = [sum(d is not None and 0 <= d <= 2 for d in (lp.delay(config) for lp in loops))
                       for loops in contracting.values()]
-            alarms = [sum(lp.entered_at(config) is not None for lp in loops) for loops in healthy.values()]
+            judged = [[[v for _, v in lp.verdicts(config)] for lp in loops] for loops in healthy.values()]
+            alarms = [sum(any(v.entered for v in loop) for loop in loops) for loops in judged]
+            calm = [v for loops in judged for loop in loops for v in loop]
+            calm_margin = min((v.margin for v in calm if v.margin is not None), default=None)
             real = [v for figures in sessions for v in fed(figures, config)]
             smallest = min((v.margin for v in real if v.margin is not None), default=None)
             print(f"| {name}={value} | " + " | ".join(f"{w}/{n_c}" for w in within) + " | "
                   + " | ".join(f"{a}/{n_h}" for a in alarms)
-                  + f" | {sum(v.evidence for v in real)} | {_margin(smallest)} |")
+                  + f" | {sum(v.evidence for v in calm)} | {_margin(calm_margin)} "
+                  f"| {sum(v.evidence for v in real)} | {_margin(smallest)} |")
 
 
 def main() -> None:
@@ -289,6 +318,7 @@ def main() -> None:
     targets = Targets()
     contracting, healthy = contracting_loops(args.loops), healthy_loops(args.healthy)
     onset_table(contracting, targets)
+    late_loops_table(contracting)
     false_alarm_table(healthy, targets)
     sessions = corpus_table(args.corpus, targets)
     sweep_table(contracting, healthy, sessions)
