@@ -4,19 +4,22 @@ Fed once per applied rewrite cycle t with three figures, measured by `ctxwatch.c
 measurement the guard, replay, the monitor's records and the calibration share) — the fingerprint
 distance ``d_t`` between consecutive post-rewrite buffers, the number of downstream literals in
 the pre-rewrite buffer ``|literals(P_t)|`` and how many of them are absent from Q_t, ``L_t`` — it
-computes ``r_t = L_t / |literals(P_t)|`` and calls the cycle *evidence* of contraction when the
-regime's three conditions hold:
+computes ``r_t = L_t / |literals(P_t)|`` and the *net distance* ``d'_t`` (`net_distance`: d_t with
+the share taken out that the buffer shrinking into a part of itself explains, from the sizes of
+Q_{t-1} and Q_t it is fed; d'_t = d_t when the buffer keeps its size, grows or collapses below
+`shrink_min` of itself), and calls the cycle *evidence* of contraction when the regime's three
+conditions hold:
 
-- the loop is converging: consecutive buffers are alike, ``d_t ≤ converge_max``; d is not jumping,
-  ``d_t ≤ max(d_{t-w} … d_{t-1}) + rise_max`` (w = `window`; never on a first cycle); and there is
-  a real trend towards the fixed point: the post-rewrite buffer contracting,
+- the loop is converging: consecutive buffers are alike, ``d'_t ≤ converge_max``; d is not jumping,
+  ``d'_t ≤ max(d'_{t-w} … d'_{t-1}) + rise_max`` (w = `window`; never on a first cycle); and there
+  is a real trend towards the fixed point: the post-rewrite buffer contracting,
   ``|Q_t| ≤ contract_ratio × max(|Q_{t-w}| … |Q_{t-1}|)`` (when sizes are fed), or d falling,
-  ``d_t ≤ fall_ratio × mean(d_{t-w} … d_{t-1})`` (the first cycle's d, P_1 against Q_1, left out)
+  ``d'_t ≤ fall_ratio × mean(d'_{t-w} … d'_{t-1})`` (the first cycle's d, P_1 against Q_1, left out)
 - cumulative loss is growing:  ``L_t ≥ min_lost`` and ``|literals(P_t)| ≥ min_literals``
-- distance below loss rate:    ``d_t < r_t``
+- distance below loss rate:    ``d'_t < r_t``
 
-All three bound d_t from above, so one number says how far a cycle is from being evidence: its
-*margin* ``d_t − threshold``, where the threshold is the smallest of ``converge_max``, the
+All three bound d'_t from above, so one number says how far a cycle is from being evidence: its
+*margin* ``d'_t − threshold``, where the threshold is the smallest of ``converge_max``, the
 jump bound, the trend bound (none when the buffer contracts) and ``r_t`` (a cycle that loses
 nothing, a first cycle, or a second one whose buffer does not contract is no evidence at any d;
 for a first cycle the threshold leaves the jump and trend bounds out, saying how close it would
@@ -27,13 +30,14 @@ d 0.83-0.97: consecutive buffers are not alike, whatever it loses, and repeating
 nothing about that (the old "within 25% of the recent peak" test let such a flat series count);
 a loop converging on a fixed point has consecutive buffers ever more alike while literals keep
 going. Compounding compression raises d for a cycle or two after the onset before it falls,
-hence a bounded rise rather than a strict fall (docs/alarm.md has the figures for both).
+hence a bounded rise rather than a strict fall; and it halves the buffer each cycle, which alone
+gives d up to 0.5 with nothing new in Q_t, hence the net distance (docs/alarm.md has the figures).
 
 The state machine has hysteresis both ways: `enter_cycles` evidence cycles with no clear cycle
 between them, within `window` cycles of the first, move it from ``healthy`` to ``contracting``
 (the onset recorded is the first evidence cycle of that run), and `exit_cycles` consecutive
 *clear* cycles move it back, where a clear cycle loses no literal or changes the buffer clearly more than it loses
-(``d_t ≥ r_t + exit_margin``). A cycle that is neither evidence nor clear neither confirms nor
+(``d'_t ≥ r_t + exit_margin``). A cycle that is neither evidence nor clear neither confirms nor
 refutes: it holds the entry run where it is and breaks an exit run.
 
 The detector is pure (figures in, verdict out) and its state is a small JSON-able dict, so the
@@ -61,9 +65,9 @@ class DetectorConfig:
     enter_cycles: consecutive evidence cycles that enter ``contracting`` (the design's k).
     exit_cycles: consecutive clear cycles that return to ``healthy``.
     window: how many previous cycles the trend and jump bounds look at.
-    converge_max: d_t above this is no convergence (consecutive buffers are not alike).
-    rise_max: d_t more than this above the window's largest d is a jump, not convergence (0: never above it).
-    fall_ratio: d_t at most this share of the window's mean d is a real downward trend of d.
+    converge_max: d'_t above this is no convergence (consecutive buffers are not alike).
+    rise_max: d'_t more than this above the window's largest d' is a jump, not convergence (0: never above it).
+    fall_ratio: d'_t at most this share of the window's mean d' is a real downward trend of d.
     contract_ratio: a post-rewrite size at most this share of the window's largest is the buffer
         itself contracting (only when sizes are fed).
     shrink_min: a buffer that shrinks to at least this share of the previous post-rewrite size in one
@@ -71,7 +75,7 @@ class DetectorConfig:
         that shrinks more is a replacement, not a step towards a fixed point, and keeps its d.
     min_literals: fewest literals in P_t for r_t to count (smaller buffers are never evidence).
     min_lost: fewest literals lost in a cycle for the cumulative loss to count as growing.
-    exit_margin: a cycle is clear when it loses nothing or ``d_t >= r_t + exit_margin``.
+    exit_margin: a cycle is clear when it loses nothing or ``d'_t >= r_t + exit_margin``.
     """
 
     enter_cycles: int = 2

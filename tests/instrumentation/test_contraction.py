@@ -134,11 +134,14 @@ def test_d_is_kept_when_the_buffer_grows_keeps_its_size_is_replaced_or_sizes_are
 def test_compounding_contraction_is_evidence_though_its_raw_d_is_as_high_as_a_compaction():
     """Instruction absorption halving the buffer each cycle: raw d 0.62-0.66 (above converge_max, as
     far apart as a full-replacement compaction), yet the new buffer is a part of the old one."""
+    halving = [(0.45, 40, 0, 3000), (0.45, 40, 4, 2800), (0.66, 40, 28, 1300), (0.62, 16, 12, 640)]
     det = ContractionDetector()
-    verdicts = _feed(det, (0.45, 40, 0, 3000), (0.45, 40, 4, 2800), (0.66, 40, 28, 1300), (0.62, 16, 12, 640))
+    verdicts = _feed(det, *halving)
     assert all(v.d > DetectorConfig().converge_max for v in verdicts[2:])
     assert [v.evidence for v in verdicts] == [False, False, True, True] and det.state == "contracting"
-    assert all(v.d_net < 0.5 for v in verdicts[2:])
+    assert all(v.d_net < 0.5 for v in verdicts[2:]) and "(net 0.4" in verdicts[-1].explain()
+    as_measured = _feed(ContractionDetector(DetectorConfig(shrink_min=1.0)), *halving)
+    assert not any(v.evidence for v in as_measured) and all(v.d_net == v.d for v in as_measured)
     steady = _feed(ContractionDetector(), (0.45, 40, 0, 3000), (0.45, 40, 4, 2800), (0.66, 40, 28, 2800),
                    (0.62, 16, 12, 2800))  # the same d with a steady buffer: no part of the old one, no trend
     assert not any(v.evidence for v in steady)
@@ -191,7 +194,7 @@ def test_malformed_persisted_state_is_refused_naming_the_field(state, field):
 
 @pytest.mark.parametrize("kwargs", [{"enter_cycles": 0}, {"window": 1.5}, {"converge_max": math.nan},
                                     {"rise_max": -0.1}, {"exit_margin": 2.0}, {"min_lost": True},
-                                    {"fall_ratio": 1.5}, {"contract_ratio": -0.2}])
+                                    {"fall_ratio": 1.5}, {"contract_ratio": -0.2}, {"shrink_min": 1.5}])
 def test_bad_configuration_is_refused(kwargs):
     with pytest.raises(ValueError, match="DetectorConfig"):
         DetectorConfig(**kwargs)
