@@ -22,7 +22,7 @@ are no cycle; r_t counts downstream literals), so the tables describe what a use
 Each loop is measured once (`ctxwatch.cycles.CycleMeter.cycle`, the guard's measurement); every
 configuration's detector is then fed the same figures.
 
-    .venv/bin/python bench/calibrate_alarm.py [--loops 120] [--healthy 60] [--corpus DIR]
+    .venv/bin/python bench/calibrate_alarm.py [--loops 120] [--healthy 60] [--corpus DIR] [--first-seed 0]
 """
 
 from __future__ import annotations
@@ -98,18 +98,19 @@ class Measured:
         return None if entered is None or self.loop.onset is None else entered - self.loop.onset
 
 
-def contracting_loops(n: int) -> dict[str, list[Measured]]:
-    return {family: [Measured.of(make(seed)) for seed in range(n)] for family, make in CONTRACTING_FAMILIES.items()}
+def contracting_loops(n: int, first: int = 0) -> dict[str, list[Measured]]:
+    return {family: [Measured.of(make(seed)) for seed in range(first, first + n)]
+            for family, make in CONTRACTING_FAMILIES.items()}
 
 
-def healthy_loops(n: int) -> dict[str, list[Measured]]:
+def healthy_loops(n: int, first: int = 1000) -> dict[str, list[Measured]]:
     families = {**HEALTHY_FAMILIES, **TOOL_LOOP_FAMILIES}
-    return {family: [Measured.of(make(1000 + seed)) for seed in range(n)] for family, make in families.items()}
+    return {family: [Measured.of(make(seed)) for seed in range(first, first + n)] for family, make in families.items()}
 
 
 def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> None:
     n = len(next(iter(contracting.values())))
-    print(f"\n## 1. Onset delay: {n} contracting loops per family (seeds 0-{n - 1})")
+    print(f"\n## 1. Onset delay: {n} contracting loops per family (seeds {_seeds(contracting)})")
     print("| family | setting | within 2 cycles | delay 0 / 1 / 2 / 3 / 4+ | early (before onset) | missed "
           "| d, onset to onset+2 (p10 / p50 / p90) | r, same |")
     print("|---|---|---|---|---|---|---|---|")
@@ -160,7 +161,8 @@ def false_alarm_table(healthy: dict[str, list[Measured]], targets: Targets) -> N
         "sentinel drift (paraphrasing, rate 0.3)": paraphrasing_loop, "ordering inversion (re-ranking)": reranking_loop}
     measured = {**healthy, **{label: [Measured.of(make(1000 + seed)) for seed in range(20)]
                               for label, make in informational.items()}}
-    print(f"\n## 2. False alarms: healthy loops ({n} per family, seeds 1000-{999 + n})")
+    print(f"\n## 2. False alarms: healthy loops ({n} per family, seeds {_seeds(healthy)}; "
+          "sentinel drift and re-ranking: 20, seeds 1000-1019)")
     print("| family | rewrite cycles | " + " | ".join(f"alarms, {name}" for name in CONFIGS)
           + " | evidence cycles | median d | median r | smallest margin |")
     print("|---|---|" + "---|" * (len(CONFIGS) + 4))
@@ -175,6 +177,11 @@ def false_alarm_table(healthy: dict[str, list[Measured]], targets: Targets) -> N
               f"{_median([v.r for v in verdicts])} | {_margin(min(margins, default=None))} |")
         if label in healthy:
             targets.check(f"{label}: no false alarm ({alarms[0]}/{count})", alarms[0] == 0)
+
+
+def _seeds(families: dict[str, list[Measured]]) -> str:
+    loops = next(iter(families.values()))
+    return f"{loops[0].loop.seed}-{loops[-1].loop.seed}"
 
 
 def _deciles(values: list[float]) -> str:
@@ -307,6 +314,9 @@ def main() -> None:
     parser.add_argument("--loops", type=int, default=120, help="contracting loops per family")
     parser.add_argument("--healthy", type=int, default=60, help="healthy loops per family")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="first contracting seed (healthy loops start 1000 later): other seeds check the defaults "
+                             "out of sample")
     args = parser.parse_args()
     cfg = DetectorConfig()
     print(f"# contraction alarm calibration — DetectorConfig defaults: enter_cycles={cfg.enter_cycles}, "
@@ -316,7 +326,8 @@ def main() -> None:
           f"min_literals={cfg.min_literals}, min_lost={cfg.min_lost}, "
           f"exit_margin={cfg.exit_margin}")
     targets = Targets()
-    contracting, healthy = contracting_loops(args.loops), healthy_loops(args.healthy)
+    contracting = contracting_loops(args.loops, args.first_seed)
+    healthy = healthy_loops(args.healthy, args.first_seed + 1000)
     onset_table(contracting, targets)
     late_loops_table(contracting)
     false_alarm_table(healthy, targets)
