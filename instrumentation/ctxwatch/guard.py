@@ -568,7 +568,7 @@ class ContextGuard:
                 failed("contraction", exc)
             else:
                 if verdict.state == "contracting":
-                    findings.append(_contraction_finding(verdict.onset, verdict.d, verdict.r, verdict.cycle))
+                    findings.append(_contraction_finding(verdict.onset, verdict.d_net, verdict.r, verdict.cycle))
             findings = decisions.apply_table(findings, enforcement)
             decision = decisions.decide(findings)
         elif self.halted_at is not None and rewrite:
@@ -628,7 +628,7 @@ class ContextGuard:
 
 
 def _contraction_finding(onset: int | None, d: float, r: float, cycle: int) -> Finding:
-    return Finding("contraction", f"the loop is in the contraction regime since cycle {onset}: hash distance "
+    return Finding("contraction", f"the loop is in the contraction regime since cycle {onset}: net hash distance "
                    f"{d:.3f} < literal-loss rate {r:.3f} while distances shrink and lost literals accumulate; "
                    "the rewrite converges on its own directive. Halt the loop and fix the rewrite policy "
                    "(directive out of band, literals preserved).",

@@ -124,8 +124,9 @@ class MutationAudit:
                                action="abort" if fail_on_literal_loss else "warn", details={"cycle": self.cycle}))
         if self.verdict.entered:
             out.append(Finding("contraction", f"cycle {self.cycle} ({self.kind} at {self.where}) enters the "
-                               f"contraction regime (onset cycle {self.verdict.onset}): d={self.verdict.d:.3f} < "
-                               f"r={self.verdict.r:.3f} while distances shrink and literals are lost",
+                               f"contraction regime (onset cycle {self.verdict.onset}): net d="
+                               f"{self.verdict.d_net:.3f} < r={self.verdict.r:.3f} while distances shrink and "
+                               "literals are lost",
                                action="halt", details={"cycle": self.cycle, "onset": self.verdict.onset}))
         return out
 
