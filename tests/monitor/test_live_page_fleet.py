@@ -24,7 +24,7 @@ from ctxwatch.otlp import build
 from ctxwatch.telemetry import MutationTelemetry
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
-IDLE_AFTER, RETENTION = 8.0, 4.0
+IDLE_AFTER, RETENTION = 25.0, 4.0  # long enough that the fleet stays live while the page is checked under load
 ROUNDS = 14
 # the designed failures: agent -> (the invariant its guard refuses, the statuses its refused loops may show)
 FAILURES = {
