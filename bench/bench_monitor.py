@@ -1,9 +1,11 @@
 """Benchmark of the ctxwatch monitor: throughput, latency, memory, /metrics render time, overload.
 
-Starts the monitor as a subprocess (`python -m ctxwatch_monitor --bench-endpoints`, SQLite state,
+Starts the monitor as a subprocess (`bench/monitor_decode_route.py`: the monitor plus the decode-only
+route of phase 1, SQLite state,
 one uvicorn worker, pinned to CPU 0 when there are two or more) and drives it from this process
 (pinned to CPU 1) over loopback with pre-encoded OTLP protobuf requests covering >= 100 concurrent
-loops. Phases:
+loops (`--encoding json`: the same requests in OTLP/JSON, ids in hex, as the JavaScript SDK sends them).
+Phases:
 
 1+2, interleaved in short runs (`--slice-seconds`), so a load change on a shared machine weighs on both:
 1. decode ceiling: POST /bench/decode (same HTTP stack, decodes and reads every span, stores nothing)
@@ -17,6 +19,8 @@ loops. Phases:
    against /healthz on the idle monitor (same run)
 6. idle connections: /healthz latency (a new connection per probe) while 1,000 connections are
    open and idle, against the same probes with none open (same run)
+7. decode: `ctxwatch_monitor.otlp_codec.decode` in this process, the same requests as OTLP/JSON and as
+   protobuf in interleaved rounds: spans/s of each and the JSON/protobuf ratio (same run)
 
 Prints min / median / max of the throughput of the runs, p50/p99 latency, RSS, and the ratio of the
 full path to the decode ceiling measured in the same run. Loopback only; bounded in time.
@@ -25,8 +29,10 @@ full path to the decode ceiling measured in the same run. Loopback only; bounded
 from __future__ import annotations
 
 import argparse
+import base64
 import http.client
 import itertools
+import json
 import os
 import resource
 import socket
@@ -38,12 +44,17 @@ import threading
 import time
 from pathlib import Path
 
+from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from prometheus_client.parser import text_string_to_metric_families
 
 from ctxwatch import semconv
+from ctxwatch_monitor.otlp_codec import decode
+from ctxwatch_monitor.records import RESOURCE_KEYS, SPAN_KEYS
 
 SPANS_PER_REQUEST = 512
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
+CONTENT_TYPES = {"protobuf": PROTOBUF, "json": {"Content-Type": "application/json"}}
 
 
 # --- load ------------------------------------------------------------------------------------------
@@ -113,14 +124,25 @@ def build_request(first_loop: int, loops: int, cycle0: int, agents: int = 8, ser
     return request.SerializeToString()
 
 
+def as_otlp_json(body: bytes) -> bytes:
+    """A protobuf request written in OTLP/JSON: the protobuf JSON mapping with trace and span ids in hex."""
+    document = json_format.MessageToDict(ExportTraceServiceRequest.FromString(body))
+    for resource_spans in document["resourceSpans"]:
+        for scope_spans in resource_spans["scopeSpans"]:
+            for span in scope_spans["spans"]:
+                for key in ("traceId", "spanId"):
+                    span[key] = base64.b64decode(span[key]).hex()
+    return json.dumps(document, separators=(",", ":")).encode()
+
+
 # --- the monitor subprocess --------------------------------------------------------------------------
 
 class Monitor:
     def __init__(self, state: Path, *args: str) -> None:
         pin = (lambda: os.sched_setaffinity(0, {0})) if os.cpu_count() and os.cpu_count() >= 2 else None
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ctxwatch_monitor", "--port", "0", "--state", str(state), "--bench-endpoints",
-             "--log-level", "error", *args], stdout=subprocess.PIPE, text=True, preexec_fn=pin)
+            [sys.executable, str(Path(__file__).with_name("monitor_decode_route.py")), "--port", "0", "--state",
+             str(state), "--log-level", "error", *args], stdout=subprocess.PIPE, text=True, preexec_fn=pin)
         line = self.proc.stdout.readline()
         if "listening on" not in line:
             raise SystemExit(f"monitor did not start: {line!r}")
@@ -160,8 +182,9 @@ class Run:
     span counts per run, statuses, latencies. Bodies are taken in order from one counter shared by the
     connections and by successive runs, so every loop's cycles are sent in order, each once."""
 
-    def __init__(self, monitor: Monitor, path: str, bodies: list[bytes], threads: int) -> None:
-        self.monitor, self.path, self.bodies, self.threads = monitor, path, bodies, threads
+    def __init__(self, monitor: Monitor, path: str, bodies: list[bytes], threads: int,
+                 headers: dict[str, str] = PROTOBUF) -> None:
+        self.monitor, self.path, self.bodies, self.threads, self.headers = monitor, path, bodies, threads, headers
         self.statuses: dict[int, int] = {}
         self.latencies: list[float] = []
         self.slices: list[float] = []   # spans/s of each run
@@ -182,7 +205,7 @@ class Run:
                 body = for_pass(bodies[k % len(bodies)], k // len(bodies))
                 sent = time.perf_counter()
                 try:
-                    conn.request("POST", self.path, body, PROTOBUF)
+                    conn.request("POST", self.path, body, self.headers)
                     response = conn.getresponse()
                     response.read()
                     status = response.status
@@ -218,9 +241,8 @@ class Run:
 
 
 def _sample(text: str, name: str) -> float:
-    """The sum of a family's samples in a Prometheus text exposition."""
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "))
+    """The sum of the samples named `name` in a Prometheus text exposition."""
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == name)
 
 
 def _mmm(values: list[float]) -> str:
@@ -233,18 +255,21 @@ def throughput(args: argparse.Namespace, workdir: Path) -> None:
     bodies = [build_request(first, args.loops_per_request, cycle)
               for cycle in range(0, 40, max(1, SPANS_PER_REQUEST // args.loops_per_request))
               for first in range(0, args.loops, args.loops_per_request)]
+    if args.encoding == "json":
+        bodies = [as_otlp_json(body) for body in bodies]
+    headers = CONTENT_TYPES[args.encoding]
     monitor = Monitor(workdir / "throughput.sqlite3", "--max-inflight", str(args.threads * 2))
     try:
         rss0 = monitor.rss_mib()
         # interleaved in short runs, so a load change on the machine weighs on both alike
-        ceiling = Run(monitor, "/bench/decode", bodies, args.threads)
-        full = Run(monitor, "/v1/traces", bodies, args.threads)
+        ceiling = Run(monitor, "/bench/decode", bodies, args.threads, headers)
+        full = Run(monitor, "/v1/traces", bodies, args.threads, headers)
         while full.seconds < args.seconds:
             ceiling.run(args.slice_seconds * args.ceiling_share)
             full.run(args.slice_seconds)
         rss1 = monitor.rss_mib()
         print(f"loops: {args.loops} concurrent, {SPANS_PER_REQUEST} spans per request, {len(bodies)} distinct "
-              f"bodies of ~{len(bodies[0]) // 1024} KiB, {args.threads} client connections")
+              f"{args.encoding} bodies of ~{len(bodies[0]) // 1024} KiB, {args.threads} client connections")
         print(f"decode ceiling  : {ceiling.rate:,.0f} spans/s  (per {args.slice_seconds * args.ceiling_share:g} s run: "
               f"{_mmm(ceiling.slices)})")
         print(f"full ingest     : {full.rate:,.0f} spans/s  (per {args.slice_seconds:g} s run: {_mmm(full.slices)})  "
@@ -259,7 +284,7 @@ def throughput(args: argparse.Namespace, workdir: Path) -> None:
               f"(ceiling p50 {ceiling.latency(0.5):.1f} ms)")
         print(f"RSS             : {rss0:.1f} MiB before, {rss1:.1f} MiB after")
         rss_before = monitor.rss_mib()
-        flood = Run(monitor, "/v1/traces", bodies, args.threads * 8).run(args.overload_seconds)
+        flood = Run(monitor, "/v1/traces", bodies, args.threads * 8, headers).run(args.overload_seconds)
         refused = flood.statuses.get(429, 0) + flood.statuses.get(503, 0)
         print(f"overload        : {args.threads * 8} connections, max_inflight {args.threads * 2}: "
               f"statuses {flood.statuses} ({refused} refused with 429/503); RSS {rss_before:.1f} -> "
@@ -358,6 +383,24 @@ def budget(args: argparse.Namespace, workdir: Path) -> None:
         monitor.stop()
 
 
+def decode_cost(args: argparse.Namespace, workdir: Path) -> None:
+    """In-process decode of the same requests in both encodings, interleaved, so load weighs on both."""
+    step = args.loops_per_request
+    protobuf = [build_request(first, step, 0) for first in range(0, args.loops, step)]
+    bodies = {"protobuf": protobuf, "json": [as_otlp_json(body) for body in protobuf]}
+    rates: dict[str, list[float]] = {encoding: [] for encoding in bodies}
+    for _ in range(args.decode_rounds):
+        for encoding, encoded in bodies.items():
+            start = time.perf_counter()
+            for body in encoded:
+                decode(body, encoding, SPAN_KEYS, RESOURCE_KEYS)
+            rates[encoding].append(len(encoded) * SPANS_PER_REQUEST / (time.perf_counter() - start))
+    for encoding, values in rates.items():
+        print(f"decode {encoding:8}: {_mmm(values)} spans/s")
+    ratio = statistics.median(rates["json"]) / statistics.median(rates["protobuf"])
+    print(f"ratio json/protobuf (medians): {ratio:.3f}")
+
+
 def idle_connections(args: argparse.Namespace, workdir: Path) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = args.idle_connections + 256
@@ -392,13 +435,16 @@ def main() -> None:
     parser.add_argument("--loops", type=int, default=1024, help="concurrent loops (>= 100)")
     parser.add_argument("--loops-per-request", type=int, default=128)
     parser.add_argument("--threads", type=int, default=4, help="client connections")
+    parser.add_argument("--encoding", choices=tuple(CONTENT_TYPES), default="protobuf",
+                        help="OTLP/HTTP encoding of the throughput phase's requests (default protobuf)")
     parser.add_argument("--scale-loops", type=int, default=100_000)
     parser.add_argument("--scale-cycles", type=int, default=4, help="cycles per loop in the scale phase")
     parser.add_argument("--metrics-scrapes", type=int, default=20)
     parser.add_argument("--skip-scale", action="store_true")
     parser.add_argument("--probes", type=int, default=200, help="/healthz probes per measurement")
     parser.add_argument("--idle-connections", type=int, default=1000)
-    parser.add_argument("--only", choices=("throughput", "scale", "budget", "idle"), action="append",
+    parser.add_argument("--decode-rounds", type=int, default=7, help="rounds of the decode phase (default 7)")
+    parser.add_argument("--only", choices=("throughput", "scale", "budget", "idle", "decode"), action="append",
                         help="run only these phases (repeatable; default all)")
     args = parser.parse_args()
     if args.loops < 100:
@@ -406,7 +452,8 @@ def main() -> None:
     if (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {1})
     with tempfile.TemporaryDirectory(prefix="ctxwatch-bench-") as tmp:
-        phases = {"throughput": throughput, "scale": scale, "budget": budget, "idle": idle_connections}
+        phases = {"throughput": throughput, "scale": scale, "budget": budget, "idle": idle_connections,
+                  "decode": decode_cost}
         for name, phase in phases.items():
             if (args.only is None and not (name == "scale" and args.skip_scale)) or name in (args.only or ()):
                 phase(args, Path(tmp))

@@ -13,17 +13,19 @@ not their names) as one batch. The worst cases are generated Claude Code files o
 - ``one-turn``: one assistant turn logged as N tool_use lines (one block each) and then N result
   lines, which join one assistant and one user message — the shape that once made the reader
   rebuild the growing message at every line (quadratic: 57 s for 7 MB);
-- ``rewinds``: N short turns, every other one a rewind to the turn before — each rewind is a
-  mutation measured over the whole buffer, as the guard measures a live one.
+- ``rewinds``: N short turns, every other one a rewind to the turn before — N/2 mutations of a
+  buffer that keeps growing, each measured as the guard measures a live one (once O(m·n): every
+  mutation re-read its whole buffer).
 
-Each is replayed at two sizes, each beside its own baseline; how the ratio to the baseline grows from
-the smaller size to the larger (1.0 for a linear path, 2.0 for a quadratic one, whatever the load of
-the machine) is printed in the last column. Peak memory: the Python heap peak of
+Each is replayed at three sizes (a quarter, half and all of ``--worst-mb``), each beside its own
+baseline; the time per MB and how the ratio to the baseline grows from the smallest size (1 while
+the time per MB stays flat, 4 at the largest size for a quadratic path, whatever the load of the
+machine) are printed. Peak memory: the Python heap peak of
 one audit (tracemalloc) beside that of the baseline, and the peak RSS of the command run as a user
 runs it (`python -m ctxwatch.cli replay FILE --json`, the child's own VmHWM) beside
 `python -m json.tool --json-lines FILE` (parse every line, print it).
 
-    /work/devvenv/bin/python bench/bench_replay.py [--repeat 5] [--corpus DIR] [--worst-mb 7]
+    /work/devvenv/bin/python bench/bench_replay.py [--repeat 5] [--corpus DIR] [--worst-mb 4]
 """
 
 from __future__ import annotations
@@ -199,21 +201,24 @@ def corpus_section(paths: list[Path], repeat: int) -> None:
 
 
 def worst_case_section(megabytes: float, repeat: int) -> None:
-    print(f"\n# generated worst cases at {megabytes / 2:g} MB and {megabytes:g} MB ({repeat} repeats each)")
-    print(f"{'case':<10} {'size':>8} {'audit median':>13} {'min':>8} {'max':>8} {'x baseline':>11} "
-          f"{'growth (1 linear, 2 quadratic)':>31}")
+    sizes = (megabytes / 4, megabytes / 2, megabytes)
+    print(f"\n# generated worst cases at {', '.join(f'{mb:g}' for mb in sizes)} MB ({repeat} repeats each)")
+    print("audit time per MB, each size beside its own json-parse baseline; growth = (x baseline) / (x baseline at "
+          "the smallest size): 1 while the time per MB stays flat (linear), 4 at the largest size if quadratic")
+    print(f"{'case':<10} {'size':>8} {'audit min':>10} {'median':>8} {'max':>8} {'s/MB median':>12} "
+          f"{'x baseline':>11} {'growth':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in WORST_CASES:
-            previous: float | None = None
-            for mb in (megabytes / 2, megabytes):
+            first: float | None = None
+            for mb in sizes:
                 path = write_worst_case(Path(tmp), name, mb)
+                size = path.stat().st_size / 1e6
                 base = measure("baseline", lambda p=path: parse_lines([p]), repeat)
                 t = measure("audit", lambda p=path: audit_session(p), repeat)
                 ratio = t.median / base.median
-                growth = f"{ratio / previous:31.2f}" if previous else f"{'':>31}"
-                print(f"{name:<10} {path.stat().st_size / 1e6:6.2f}MB {t.median:12.2f}s {min(t.samples):7.2f}s "
-                      f"{max(t.samples):7.2f}s {ratio:10.1f}x {growth}")
-                previous = ratio
+                first = first or ratio
+                print(f"{name:<10} {size:6.2f}MB {min(t.samples):9.2f}s {t.median:7.2f}s {max(t.samples):7.2f}s "
+                      f"{t.median / size:12.2f} {ratio:10.1f}x {ratio / first:7.2f}")
             rss = rss_peak("ctxwatch.cli", "replay", str(path), "--json")
             print(f"{'':<10} peak RSS of `ctxwatch replay --json` at {mb:g} MB: {rss / 1e6:.1f} MB")
 
@@ -222,7 +227,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--corpus", type=Path, default=CORPUS)
-    parser.add_argument("--worst-mb", type=float, default=7.0, help="size of the larger generated worst case")
+    parser.add_argument("--worst-mb", type=float, default=4.0, help="size of the largest generated worst case")
     args = parser.parse_args()
     paths = claude_code_files(args.corpus) if args.corpus.is_dir() else []
     if paths:

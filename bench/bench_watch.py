@@ -14,6 +14,12 @@ beside a baseline measured in the same run:
 - pickup latency: a compaction (``compact_boundary`` and its summary) appended to an active file
   until the monitor's loop shows the new cycle, beside one ``GET /api/loops/{id}`` (the floor of
   the measurement);
+- new sessions: a session file created in a new project directory until its loop is at the
+  monitor (``--rescan``, default 0.25 s), beside one ``GET``; one search of the places (each
+  directory stat'ed, the changed ones listed) and a first search (all listed), beside one ``stat``
+  of every file; and, when the ``watchfiles`` package is installed, an inotify baseline over the
+  same tree: a process that only waits for watchfiles' events (its idle CPU beside the watcher's,
+  and file created -> event);
 - catch-up: ``watch --once`` over the corpus sessions of the three agents (MB/s), beside
   ``ctxwatch replay --otlp`` on the same files.
 
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -37,10 +44,11 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stats import Timing  # noqa: E402
+from stats import Timing, measure  # noqa: E402
 
 from ctxwatch.demo.monitor_process import MonitorProcess  # noqa: E402
 from ctxwatch.sessions import detect_session_format  # noqa: E402
+from ctxwatch.watch.discovery import Places  # noqa: E402
 
 CORPUS = next((p for p in (Path(__file__).resolve().parents[2] / "shared" / "corpus", Path("/work/shared/corpus"))
                if p.is_dir()), Path(__file__).resolve().parents[2] / "shared" / "corpus")
@@ -87,6 +95,13 @@ while True:
     for p in paths:
         os.stat(p)
     time.sleep(float(sys.argv[1]))
+"""
+
+
+INOTIFY_LOOP = """import sys, time, watchfiles
+for changes in watchfiles.watch(sys.argv[1], debounce=0, step=10, force_polling=False):
+    for _, path in changes:
+        print(time.monotonic(), path, flush=True)
 """
 
 
@@ -190,10 +205,83 @@ def daemon(args: argparse.Namespace, url: str, tmp: Path) -> None:
         floor_t = Timing("one GET /api/loops/{id}", floor)
         print(floor_t.row("ms"))
         print(Timing("pickup: compaction written -> cycle at the monitor", latency).row("ms", floor_t))
+        new_sessions(args, url, project.parent, lines[:args.head], floor_t, idle)
     finally:
         baseline.kill()
         watch.send_signal(signal.SIGTERM)
         watch.wait(timeout=120)
+
+
+def new_sessions(args: argparse.Namespace, url: str, projects: Path, head: list[str], floor: Timing,
+                 idle: Timing) -> None:
+    """Sessions that start while the watcher runs: created -> loop at the monitor; the inotify baseline."""
+    pickup = []
+    for n in range(args.latency_repeat):
+        project = projects / f"-home-dev-new{n}"
+        project.mkdir()
+        path = project / f"{uuid.uuid4()}.jsonl"
+        t0 = time.perf_counter()
+        path.write_text("".join(head), encoding="utf-8")
+        while loop_cycles(url, f"claude-code-{path.stem}") < 0:
+            time.sleep(0.005)
+        pickup.append(time.perf_counter() - t0)
+        time.sleep(0.37 * (n + 1) % 1.0)  # not in step with the rescan
+    print(Timing("new session: file created -> loop at the monitor", pickup).row("ms", floor))
+    places = Places([], projects.parent.parent)
+    files = sorted(places.search())
+    stat_pass = measure(f"one stat of each of the {len(files)} files", lambda: [os.stat(p) for p in files], 20)
+    print(stat_pass.row("ms"))
+    print(measure("one search of the standard places", places.search, 20).row("ms", stat_pass))
+    print(measure("a first search (every directory listed)", lambda: Places([], projects.parent.parent).search(),
+                  20).row("ms", stat_pass))
+    try:
+        import watchfiles  # noqa: F401 - only the baseline uses it
+    except ImportError:
+        print("inotify baseline: skipped (watchfiles is not installed)")
+        return
+    inotify = subprocess.Popen([sys.executable, "-c", INOTIFY_LOOP, str(projects)], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2)  # its watches are set
+        print(percent_row(cpu_percent_windows(inotify.pid, args.window, args.windows,
+                                              "watchfiles (inotify) on the same tree, idle"), idle))
+        printed: queue.Queue = queue.Queue()
+        threading.Thread(target=_read_events, args=(inotify, printed), daemon=True).start()
+        events, missed = [], 0
+        for _ in range(args.latency_repeat):
+            path = projects / "-home-dev-new0" / f"{uuid.uuid4()}.jsonl"  # a directory watched since the start
+            t0 = time.monotonic()
+            path.write_text("".join(head), encoding="utf-8")
+            at = _event_for(printed, path, t0 + 10)
+            if at is None:
+                missed += 1
+            else:
+                events.append(at - t0)
+        if events:
+            print(Timing("inotify: file created -> event (watchfiles)", events).row("ms")
+                  + (f"   ({missed} events missed)" if missed else ""))
+        else:
+            print(f"inotify: no event within 10 s for any of the {missed} files created")
+    finally:
+        inotify.kill()
+        inotify.wait()
+
+
+def _event_for(events: queue.Queue, path: Path, deadline: float) -> float | None:
+    """When the inotify baseline printed an event for `path` (its monotonic time), or None by `deadline`."""
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            at, changed = events.get(timeout=left)
+        except queue.Empty:
+            break
+        if changed == str(path):
+            return at
+    return None
+
+
+def _read_events(process: subprocess.Popen, events: queue.Queue) -> None:
+    for line in process.stdout:
+        at, _, changed = line.rstrip("\n").partition(" ")
+        events.put((float(at), changed))
 
 
 def catch_up(args: argparse.Namespace, url: str, tmp: Path) -> None:
@@ -228,7 +316,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="catch-up repeats")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        monitor = MonitorProcess(0, Path(":memory:"))
+        monitor = MonitorProcess(":memory:", "--grpc-port", "off").start()
         try:
             daemon(args, monitor.client.url, Path(tmp))
             catch_up(args, monitor.client.url, Path(tmp))

@@ -15,14 +15,14 @@ are no cycle; r_t counts downstream literals), so the tables describe what a use
    one rewrite cycle): per cycle d, r, the three conditions and the margin to the evidence
    condition; the verdict with its reason; and the verdict when the session is extended by
    repeating its last cycle five more times.
-4. A sweep of `converge_max`, the threshold that trades early detection of slowly compounding
-   loops against false alarms on full-replacement compaction.
+4. Sweeps of `converge_max`, `fall_ratio`, `contract_ratio` and `shrink_min`, one at a time:
+   onsets caught, false alarms, and the real sessions' evidence cycles and smallest margin.
 5. The targets of issue 14, each with PASS or FAIL.
 
 Each loop is measured once (`ctxwatch.cycles.CycleMeter.cycle`, the guard's measurement); every
 configuration's detector is then fed the same figures.
 
-    .venv/bin/python bench/calibrate_alarm.py [--loops 120] [--healthy 60] [--corpus DIR]
+    .venv/bin/python bench/calibrate_alarm.py [--loops 120] [--healthy 60] [--corpus DIR] [--first-seed 0]
 """
 
 from __future__ import annotations
@@ -98,18 +98,19 @@ class Measured:
         return None if entered is None or self.loop.onset is None else entered - self.loop.onset
 
 
-def contracting_loops(n: int) -> dict[str, list[Measured]]:
-    return {family: [Measured.of(make(seed)) for seed in range(n)] for family, make in CONTRACTING_FAMILIES.items()}
+def contracting_loops(n: int, first: int = 0) -> dict[str, list[Measured]]:
+    return {family: [Measured.of(make(seed)) for seed in range(first, first + n)]
+            for family, make in CONTRACTING_FAMILIES.items()}
 
 
-def healthy_loops(n: int) -> dict[str, list[Measured]]:
+def healthy_loops(n: int, first: int = 1000) -> dict[str, list[Measured]]:
     families = {**HEALTHY_FAMILIES, **TOOL_LOOP_FAMILIES}
-    return {family: [Measured.of(make(1000 + seed)) for seed in range(n)] for family, make in families.items()}
+    return {family: [Measured.of(make(seed)) for seed in range(first, first + n)] for family, make in families.items()}
 
 
 def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> None:
     n = len(next(iter(contracting.values())))
-    print(f"\n## 1. Onset delay: {n} contracting loops per family (seeds 0-{n - 1})")
+    print(f"\n## 1. Onset delay: {n} contracting loops per family (seeds {_seeds(contracting)})")
     print("| family | setting | within 2 cycles | delay 0 / 1 / 2 / 3 / 4+ | early (before onset) | missed "
           "| d, onset to onset+2 (p10 / p50 / p90) | r, same |")
     print("|---|---|---|---|---|---|---|---|")
@@ -130,13 +131,38 @@ def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> Non
                 targets.check(f"{family}: no alarm before the onset ({early})", early == 0)
 
 
+WITHOUT_NET = DetectorConfig(shrink_min=1.0)  # d judged as measured: the definition before `net_distance`
+
+
+def late_loops_table(contracting: dict[str, list[Measured]]) -> None:
+    """Every contracting loop caught later than 2 cycles after its onset, by the defaults or with d
+    judged as measured (shrink_min=1): its cycles' figures and which were evidence under each."""
+    print("\n## 1b. Late loops, onset - 1 to onset + 3 (late: entered more than 2 cycles after the onset, or never)")
+    print("| family | seed | onset | delay (default / shrink_min=1) | t | d | net d | r | lost/before | \\|Q_t\\| "
+          "| evidence (default / shrink_min=1) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for family, loops in contracting.items():
+        for lp in loops:
+            delays = (lp.delay(CONFIGS["default"]), lp.delay(WITHOUT_NET))
+            if all(d is not None and d <= 2 for d in delays):
+                continue
+            shown = "/".join("never" if d is None else str(d) for d in delays)
+            for (t, v), (_, raw) in zip(lp.verdicts(CONFIGS["default"]), lp.verdicts(WITHOUT_NET), strict=True):
+                if not lp.loop.onset - 1 <= t <= lp.loop.onset + 3:
+                    continue
+                print(f"| {family} | {lp.loop.seed} | {lp.loop.onset} | {shown} | {t} | {v.d:.3f} | {v.d_net:.3f} | "
+                      f"{v.r:.3f} | {v.literals_lost}/{v.literals_before} | {v.size_after} | "
+                      f"{_yes(v.evidence)} / {_yes(raw.evidence)} |")
+
+
 def false_alarm_table(healthy: dict[str, list[Measured]], targets: Targets) -> None:
     n = len(next(iter(healthy.values())))
     informational: dict[str, Callable[[int], SyntheticLoop]] = {
         "sentinel drift (paraphrasing, rate 0.3)": paraphrasing_loop, "ordering inversion (re-ranking)": reranking_loop}
     measured = {**healthy, **{label: [Measured.of(make(1000 + seed)) for seed in range(20)]
                               for label, make in informational.items()}}
-    print(f"\n## 2. False alarms: healthy loops ({n} per family, seeds 1000-{999 + n})")
+    print(f"\n## 2. False alarms: healthy loops ({n} per family, seeds {_seeds(healthy)}; "
+          "sentinel drift and re-ranking: 20, seeds 1000-1019)")
     print("| family | rewrite cycles | " + " | ".join(f"alarms, {name}" for name in CONFIGS)
           + " | evidence cycles | median d | median r | smallest margin |")
     print("|---|---|" + "---|" * (len(CONFIGS) + 4))
@@ -151,6 +177,11 @@ def false_alarm_table(healthy: dict[str, list[Measured]], targets: Targets) -> N
               f"{_median([v.r for v in verdicts])} | {_margin(min(margins, default=None))} |")
         if label in healthy:
             targets.check(f"{label}: no false alarm ({alarms[0]}/{count})", alarms[0] == 0)
+
+
+def _seeds(families: dict[str, list[Measured]]) -> str:
+    loops = next(iter(families.values()))
+    return f"{loops[0].loop.seed}-{loops[-1].loop.seed}"
 
 
 def _deciles(values: list[float]) -> str:
@@ -172,23 +203,36 @@ def _margin(margin: float | None) -> str:
 
 def _cycle_margin(v: CycleVerdict) -> str:
     if v.first and v.losing:
-        return f"— (first cycle; {v.d - v.threshold:+.3f} with a history)"
+        return f"— (first cycle; {v.d_net - v.threshold:+.3f} with a history)"
     if v.losing and not v.trended:
         return "— (second cycle: no trend of d yet, buffer not contracting)"
     return _margin(v.margin)
 
 
+Figures = list[tuple[float, int, int, int | None]]  # a session's cycles: d, literals before, lost, |Q_t|
+
+
+def figures_of(verdicts: list[CycleVerdict]) -> Figures:
+    return [(v.d, v.literals_before, v.literals_lost, v.size_after) for v in verdicts]
+
+
+def fed(figures: Figures, config: DetectorConfig) -> list[CycleVerdict]:
+    detector = ContractionDetector(config)
+    return [detector.update(*f) for f in figures]
+
+
 def extended(verdicts: list[CycleVerdict], config: DetectorConfig) -> list[CycleVerdict]:
     """The session's cycles fed again, then its last cycle repeated `EXTENSION` more times."""
-    detector = ContractionDetector(config)
-    figures = [(v.d, v.literals_before, v.literals_lost, v.size_after) for v in verdicts]
-    return [detector.update(*f) for f in figures + [figures[-1]] * EXTENSION][len(figures):]
+    figures = figures_of(verdicts)
+    return fed(figures + [figures[-1]] * EXTENSION, config)[len(figures):]
 
 
-def corpus_table(corpus: Path, targets: Targets) -> None:
+def corpus_table(corpus: Path, targets: Targets) -> list[Figures]:
+    """Prints table 3 and returns every read session's figures (for the sweeps)."""
     print(f"\n## 3. Real sessions ({corpus.name}/, every file)")
     config = CONFIGS["default"]
     summary: list[str] = []
+    sessions: list[Figures] = []
     real_margins: list[float] = []
     first_margins: list[float] = []  # first cycles, as if they had a history (for information)
     for path in sorted(p for p in corpus.iterdir() if p.suffix != ".md"):
@@ -198,20 +242,21 @@ def corpus_table(corpus: Path, targets: Targets) -> None:
             summary.append(f"| {path.name} | — | not read by the session readers | — | — |")
             continue
         verdicts = [m.verdict for m in audit.mutations]
+        sessions.append(figures_of(verdicts))
         print(f"\n### {path.name} ({audit.format}, {len(verdicts)} rewrite cycle(s))")
         if verdicts:
-            print("\n| cycle | mutation | messages | d | literals before | lost | r | converging | losing | d<r "
-                  "| margin | state |")
-            print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+            print("\n| cycle | mutation | messages | d | net d | literals before | lost | r | converging | losing "
+                  "| d<r | margin | state |")
+            print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for m in audit.mutations:
             v = m.verdict
             where = f"line {m.line}" if m.line is not None else f"step {m.step}"
             print(f"| {v.cycle} | {m.kind} ({m.source}, {where}) | {m.messages.before} -> {m.messages.after} | "
-                  f"{v.d:.3f} | {v.literals_before} | {v.literals_lost} | {v.r:.3f} | {_yes(v.shrinking)} | "
-                  f"{_yes(v.losing)} | {_yes(v.below)} | {_cycle_margin(v)} | {v.state} |")
+                  f"{v.d:.3f} | {v.d_net:.3f} | {v.literals_before} | {v.literals_lost} | {v.r:.3f} | "
+                  f"{_yes(v.shrinking)} | {_yes(v.losing)} | {_yes(v.below)} | {_cycle_margin(v)} | {v.state} |")
         margins = [v.margin for v in verdicts if v.margin is not None]
         real_margins.extend(margins)
-        first_margins.extend(v.d - v.threshold for v in verdicts if v.first and v.losing)
+        first_margins.extend(v.d_net - v.threshold for v in verdicts if v.first and v.losing)
         ext = extended(verdicts, config) if verdicts else []
         ext_state = "contracting" if any(v.state == "contracting" for v in ext) else "healthy"
         print(f"\nverdict: {audit.explain()}")
@@ -231,26 +276,37 @@ def corpus_table(corpus: Path, targets: Targets) -> None:
     targets.check(f"corpus: smallest margin to the evidence condition >= {MARGIN_TARGET} ({_margin(smallest)}; "
                   f"first cycles, which cannot be evidence, would have {_margin(min(first_margins, default=None))} "
                   "with a history)", smallest is None or smallest >= MARGIN_TARGET)
+    return sessions
 
 
 SWEEP = {"converge_max": (0.55, 0.6, 0.62, 0.65, 0.7), "fall_ratio": (0.6, 0.7, 0.8, 0.9, 1.0),
-         "contract_ratio": (0.6, 0.7, 0.8, 0.9, 1.0)}
+         "contract_ratio": (0.6, 0.7, 0.8, 0.9, 1.0), "shrink_min": (0.2, 0.3, 0.4, 0.5, 1.0)}
 
 
-def sweep_table(contracting: dict[str, list[Measured]], healthy: dict[str, list[Measured]]) -> None:
+def sweep_table(contracting: dict[str, list[Measured]], healthy: dict[str, list[Measured]],
+                sessions: list[Figures]) -> None:
     print("\n## 4. Sweeps: one field at a time, the others at their defaults")
     print("| setting | " + " | ".join(f"{family}: within 2 cycles" for family in contracting)
-          + " | " + " | ".join(f"{family}: alarms" for family in healthy) + " |")
-    print("|---|" + "---|" * (len(contracting) + len(healthy)))
+          + " | " + " | ".join(f"{family}: alarms" for family in healthy)
+          + " | healthy: evidence cycles | healthy: smallest margin | corpus: evidence cycles "
+          "| corpus: smallest margin |")
+    print("|---|" + "---|" * (len(contracting) + len(healthy) + 4))
     n_c, n_h = len(next(iter(contracting.values()))), len(next(iter(healthy.values())))
     for name, values in SWEEP.items():
         for value in values:
             config = DetectorConfig(**{name: value})
             within = [sum(d is not None and 0 <= d <= 2 for d in (lp.delay(config) for lp in loops))
                       for loops in contracting.values()]
-            alarms = [sum(lp.entered_at(config) is not None for lp in loops) for loops in healthy.values()]
+            judged = [[[v for _, v in lp.verdicts(config)] for lp in loops] for loops in healthy.values()]
+            alarms = [sum(any(v.entered for v in loop) for loop in loops) for loops in judged]
+            calm = [v for loops in judged for loop in loops for v in loop]
+            calm_margin = min((v.margin for v in calm if v.margin is not None), default=None)
+            real = [v for figures in sessions for v in fed(figures, config)]
+            smallest = min((v.margin for v in real if v.margin is not None), default=None)
             print(f"| {name}={value} | " + " | ".join(f"{w}/{n_c}" for w in within) + " | "
-                  + " | ".join(f"{a}/{n_h}" for a in alarms) + " |")
+                  + " | ".join(f"{a}/{n_h}" for a in alarms)
+                  + f" | {sum(v.evidence for v in calm)} | {_margin(calm_margin)} "
+                  f"| {sum(v.evidence for v in real)} | {_margin(smallest)} |")
 
 
 def main() -> None:
@@ -258,19 +314,25 @@ def main() -> None:
     parser.add_argument("--loops", type=int, default=120, help="contracting loops per family")
     parser.add_argument("--healthy", type=int, default=60, help="healthy loops per family")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="first contracting seed (healthy loops start 1000 later): other seeds check the defaults "
+                             "out of sample")
     args = parser.parse_args()
     cfg = DetectorConfig()
     print(f"# contraction alarm calibration — DetectorConfig defaults: enter_cycles={cfg.enter_cycles}, "
           f"exit_cycles={cfg.exit_cycles}, window={cfg.window}, converge_max={cfg.converge_max}, "
           f"rise_max={cfg.rise_max}, fall_ratio={cfg.fall_ratio}, contract_ratio={cfg.contract_ratio}, "
+          f"shrink_min={cfg.shrink_min}, "
           f"min_literals={cfg.min_literals}, min_lost={cfg.min_lost}, "
           f"exit_margin={cfg.exit_margin}")
     targets = Targets()
-    contracting, healthy = contracting_loops(args.loops), healthy_loops(args.healthy)
+    contracting = contracting_loops(args.loops, args.first_seed)
+    healthy = healthy_loops(args.healthy, args.first_seed + 1000)
     onset_table(contracting, targets)
+    late_loops_table(contracting)
     false_alarm_table(healthy, targets)
-    corpus_table(args.corpus, targets)
-    sweep_table(contracting, healthy)
+    sessions = corpus_table(args.corpus, targets)
+    sweep_table(contracting, healthy, sessions)
     print("\n## 5. Targets\n")
     for label, met in targets.lines:
         print(f"- {'PASS' if met else 'FAIL'}: {label}")

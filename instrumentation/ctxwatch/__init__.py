@@ -10,8 +10,7 @@ The public API is re-exported here and nowhere else::
 Importing ctxwatch imports no agent framework and no OpenTelemetry SDK.
 """
 
-import importlib.metadata as _metadata
-
+from .cache import ProviderCache
 from .config import GuardConfig
 from .contraction import ContractionDetector, CycleVerdict, DetectorConfig
 from .directives import find_directives, out_of_band, strip_directives
@@ -34,11 +33,7 @@ from .model import Context, Message, OpaquePart, TextPart, ToolCall, ToolResult,
 from .provenance import verify_jsonl
 from .report import DECISIONS, INVARIANTS, MUTATION_KINDS, Finding, Report
 from .telemetry import MutationTelemetry
-
-try:
-    __version__ = _metadata.version("ctxwatch")
-except _metadata.PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0.0.0"
+from .version import VERSION as __version__
 
 __all__ = [
     "DECISIONS", "INVARIANTS", "MUTATION_KINDS", "__version__", "check_idempotence", "Context", "ContextGuard",
@@ -46,7 +41,7 @@ __all__ = [
     "DetectorConfig", "distance", "find_directives", "Finding", "Fingerprinter", "IdempotenceResult",
     "InvalidContextError", "LiteralRegistry", "Message", "MutationTelemetry", "NonIdempotentRewriteError",
     "NonMonotonicRewriteError", "OpaquePart", "OrphanedToolPairError", "out_of_band", "PassCapReachedError",
-    "PlanStep", "GuardConfig",
+    "PlanStep", "GuardConfig", "ProviderCache",
     "PolicyMutationError", "Report", "strip_directives", "TextPart", "ToolCall", "ToolResult", "ToolSchema",
     "verify_jsonl",
 ]

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from .contraction import DetectorConfig
 from .decision import enforcement_table
 from .directives import DEFAULT_MARKERS
+from .report import COMPACTION_KINDS
 
 # What `resolve`/`apply` do with a rewrite that alters the consumed prefix (record 000 defers it):
 #   auto              whole pairs for the kinds that shrink history (compact, prune), the queue otherwise
@@ -22,7 +23,6 @@ from .directives import DEFAULT_MARKERS
 #   session_boundary  apply it whole as the start of a new session (a new episode); every check but
 #                     prefix identity still applies
 DEFERRAL_MODES: tuple[str, ...] = ("auto", "whole_pairs", "queue", "session_boundary")
-WHOLE_PAIR_KINDS = frozenset({"compact", "prune"})  # the kinds that shrink history
 
 # Rewrite passes in a row with no new turn in between (record 001's runaway: compaction after
 # compaction with no new work). A healthy agent adds a turn between its compactions and never
@@ -32,9 +32,22 @@ DEFAULT_PASS_CAP = 8
 ELISION_ROLES = ("user", "system", "developer")
 
 
+# What a caller that hands its context to the guard does with a refused (abort, halt) rewrite: raise the
+# record's typed error, or keep the guard's context and only report the refusal. `guarded` and every
+# integration take this one option with these values.
+ON_REFUSAL = ("raise", "keep")
+
+
 def check_deferral(value: str) -> str:
     if value not in DEFERRAL_MODES:
         raise ValueError(f"deferral must be one of {', '.join(DEFERRAL_MODES)}; got {value!r}")
+    return value
+
+
+def check_on_refusal(value: object) -> str:
+    """`value` if it is one of `ON_REFUSAL`, else a ValueError naming the choices."""
+    if not isinstance(value, str) or value not in ON_REFUSAL:
+        raise ValueError(f"on_refusal must be one of {', '.join(ON_REFUSAL)}; got {value!r}")
     return value
 
 
@@ -88,4 +101,4 @@ class GuardConfig:
 
     def converts(self, deferral: str, kind: str) -> bool:
         """Whether a deferred rewrite of `kind` is turned into whole-pair compaction under `deferral`."""
-        return deferral == "whole_pairs" or (deferral == "auto" and kind in WHOLE_PAIR_KINDS)
+        return deferral == "whole_pairs" or (deferral == "auto" and kind in COMPACTION_KINDS)

@@ -4,19 +4,22 @@ Fed once per applied rewrite cycle t with three figures, measured by `ctxwatch.c
 measurement the guard, replay, the monitor's records and the calibration share) — the fingerprint
 distance ``d_t`` between consecutive post-rewrite buffers, the number of downstream literals in
 the pre-rewrite buffer ``|literals(P_t)|`` and how many of them are absent from Q_t, ``L_t`` — it
-computes ``r_t = L_t / |literals(P_t)|`` and calls the cycle *evidence* of contraction when the
-regime's three conditions hold:
+computes ``r_t = L_t / |literals(P_t)|`` and the *net distance* ``d'_t`` (`net_distance`: d_t with
+the share taken out that the buffer shrinking into a part of itself explains, from the sizes of
+Q_{t-1} and Q_t it is fed; d'_t = d_t when the buffer keeps its size, grows or collapses below
+`shrink_min` of itself), and calls the cycle *evidence* of contraction when the regime's three
+conditions hold:
 
-- the loop is converging: consecutive buffers are alike, ``d_t ≤ converge_max``; d is not jumping,
-  ``d_t ≤ max(d_{t-w} … d_{t-1}) + rise_max`` (w = `window`; never on a first cycle); and there is
-  a real trend towards the fixed point: the post-rewrite buffer contracting,
+- the loop is converging: consecutive buffers are alike, ``d'_t ≤ converge_max``; d is not jumping,
+  ``d'_t ≤ max(d'_{t-w} … d'_{t-1}) + rise_max`` (w = `window`; never on a first cycle); and there
+  is a real trend towards the fixed point: the post-rewrite buffer contracting,
   ``|Q_t| ≤ contract_ratio × max(|Q_{t-w}| … |Q_{t-1}|)`` (when sizes are fed), or d falling,
-  ``d_t ≤ fall_ratio × mean(d_{t-w} … d_{t-1})`` (the first cycle's d, P_1 against Q_1, left out)
+  ``d'_t ≤ fall_ratio × mean(d'_{t-w} … d'_{t-1})`` (the first cycle's d, P_1 against Q_1, left out)
 - cumulative loss is growing:  ``L_t ≥ min_lost`` and ``|literals(P_t)| ≥ min_literals``
-- distance below loss rate:    ``d_t < r_t``
+- distance below loss rate:    ``d'_t < r_t``
 
-All three bound d_t from above, so one number says how far a cycle is from being evidence: its
-*margin* ``d_t − threshold``, where the threshold is the smallest of ``converge_max``, the
+All three bound d'_t from above, so one number says how far a cycle is from being evidence: its
+*margin* ``d'_t − threshold``, where the threshold is the smallest of ``converge_max``, the
 jump bound, the trend bound (none when the buffer contracts) and ``r_t`` (a cycle that loses
 nothing, a first cycle, or a second one whose buffer does not contract is no evidence at any d;
 for a first cycle the threshold leaves the jump and trend bounds out, saying how close it would
@@ -27,13 +30,14 @@ d 0.83-0.97: consecutive buffers are not alike, whatever it loses, and repeating
 nothing about that (the old "within 25% of the recent peak" test let such a flat series count);
 a loop converging on a fixed point has consecutive buffers ever more alike while literals keep
 going. Compounding compression raises d for a cycle or two after the onset before it falls,
-hence a bounded rise rather than a strict fall (docs/alarm.md has the figures for both).
+hence a bounded rise rather than a strict fall; and it halves the buffer each cycle, which alone
+gives d up to 0.5 with nothing new in Q_t, hence the net distance (docs/alarm.md has the figures).
 
 The state machine has hysteresis both ways: `enter_cycles` evidence cycles with no clear cycle
 between them, within `window` cycles of the first, move it from ``healthy`` to ``contracting``
 (the onset recorded is the first evidence cycle of that run), and `exit_cycles` consecutive
 *clear* cycles move it back, where a clear cycle loses no literal or changes the buffer clearly more than it loses
-(``d_t ≥ r_t + exit_margin``). A cycle that is neither evidence nor clear neither confirms nor
+(``d'_t ≥ r_t + exit_margin``). A cycle that is neither evidence nor clear neither confirms nor
 refutes: it holds the entry run where it is and breaks an exit run.
 
 The detector is pure (figures in, verdict out) and its state is a small JSON-able dict, so the
@@ -61,14 +65,17 @@ class DetectorConfig:
     enter_cycles: consecutive evidence cycles that enter ``contracting`` (the design's k).
     exit_cycles: consecutive clear cycles that return to ``healthy``.
     window: how many previous cycles the trend and jump bounds look at.
-    converge_max: d_t above this is no convergence (consecutive buffers are not alike).
-    rise_max: d_t more than this above the window's largest d is a jump, not convergence (0: never above it).
-    fall_ratio: d_t at most this share of the window's mean d is a real downward trend of d.
+    converge_max: d'_t above this is no convergence (consecutive buffers are not alike).
+    rise_max: d'_t more than this above the window's largest d' is a jump, not convergence (0: never above it).
+    fall_ratio: d'_t at most this share of the window's mean d' is a real downward trend of d.
     contract_ratio: a post-rewrite size at most this share of the window's largest is the buffer
         itself contracting (only when sizes are fed).
+    shrink_min: a buffer that shrinks to at least this share of the previous post-rewrite size in one
+        cycle has the part of d such a pure contraction explains taken out (`net_distance`); one
+        that shrinks more is a replacement, not a step towards a fixed point, and keeps its d.
     min_literals: fewest literals in P_t for r_t to count (smaller buffers are never evidence).
     min_lost: fewest literals lost in a cycle for the cumulative loss to count as growing.
-    exit_margin: a cycle is clear when it loses nothing or ``d_t >= r_t + exit_margin``.
+    exit_margin: a cycle is clear when it loses nothing or ``d'_t >= r_t + exit_margin``.
     """
 
     enter_cycles: int = 2
@@ -78,6 +85,7 @@ class DetectorConfig:
     rise_max: float = 0.1
     fall_ratio: float = 0.7
     contract_ratio: float = 0.8
+    shrink_min: float = 0.4
     min_literals: int = 1
     min_lost: int = 1
     exit_margin: float = 0.05
@@ -89,7 +97,7 @@ class DetectorConfig:
                 raise ValueError(f"DetectorConfig.{name} must be an integer >= 1, got {value!r}")
         for name, low, high in (("converge_max", 0.0, 1.0), ("rise_max", 0.0, 1.0),
                                 ("fall_ratio", 0.0, 1.0), ("contract_ratio", 0.0, 1.0),
-                                ("exit_margin", 0.0, 1.0)):
+                                ("shrink_min", 0.0, 1.0), ("exit_margin", 0.0, 1.0)):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or not low <= value <= high:
                 raise ValueError(f"DetectorConfig.{name} must be a number in [{low}, {high}], got {value!r}")
@@ -116,12 +124,13 @@ class CycleVerdict:
     first: bool = False
     size_after: int | None = None
     contracted: bool = False  # the post-rewrite buffer itself contracting (its size, when fed)
+    d_net: float = 0.0  # d with a pure contraction's share taken out (`net_distance`): what the conditions judge
 
     @property
     def margin(self) -> float | None:
         """How far d_t is above the evidence threshold: None when no d would make the cycle evidence
         (nothing was lost; a first cycle; a second one whose buffer did not contract: no trend yet)."""
-        return self.d - self.threshold if self.losing and not self.first and self.trended else None
+        return self.d_net - self.threshold if self.losing and not self.first and self.trended else None
 
     @property
     def trended(self) -> bool:
@@ -139,7 +148,8 @@ class CycleVerdict:
         conds = ", ".join(f"{name}={'yes' if held else 'no'}" for name, held in checks)
         change = " (entered)" if self.entered else " (left)" if self.left else ""
         onset = f", onset cycle {self.onset}" if self.onset is not None else ""
-        return (f"cycle {self.cycle}: {self.state}{change}{onset}; d={self.d:.3f} r={self.r:.3f} "
+        net = f" (net {self.d_net:.3f})" if self.d_net != self.d else ""
+        return (f"cycle {self.cycle}: {self.state}{change}{onset}; d={self.d:.3f}{net} r={self.r:.3f} "
                 f"({self.literals_lost}/{self.literals_before} literals lost); {conds}; streak {self.streak}")
 
 
@@ -203,6 +213,7 @@ class ContractionDetector:
             raise ValueError(f"size_after must be an integer >= 0 or None, got {size_after!r}")
         cfg, s = self.config, self._s
         r = literals_lost / literals_before if literals_before else 0.0
+        net = net_distance(d, size_after, s.sizes[-1] if s.sizes else None, cfg.shrink_min)
         jump_bound = max(s.recent) + cfg.rise_max if s.recent else math.inf
         contracted = size_after is not None and bool(s.sizes) and size_after <= cfg.contract_ratio * max(s.sizes)
         # a trend: the buffer contracting, or d well below its recent mean (a flat d is no trend). The first
@@ -210,12 +221,12 @@ class ContractionDetector:
         trend = s.recent[1:] if s.cycle == len(s.recent) else s.recent
         trend_bound = (math.inf if contracted or not s.recent else cfg.fall_ratio * sum(trend) / len(trend)
                        if trend else -math.inf)  # -inf: a second cycle has no trend of d to show yet
-        shrinking = bool(s.recent) and d <= min(cfg.converge_max, jump_bound, trend_bound)
+        shrinking = bool(s.recent) and net <= min(cfg.converge_max, jump_bound, trend_bound)
         losing = literals_lost >= cfg.min_lost and literals_before >= cfg.min_literals
-        below = d < r
+        below = net < r
         evidence = shrinking and losing and below
         threshold = min(cfg.converge_max, jump_bound, trend_bound, r)
-        clear = literals_lost == 0 or d >= r + cfg.exit_margin
+        clear = literals_lost == 0 or net >= r + cfg.exit_margin
         cycle = s.cycle + 1
         state, streak, onset, run_start = s.state, s.streak, s.onset, s.run_start
         entered = left = False
@@ -232,11 +243,12 @@ class ContractionDetector:
             streak = streak + 1 if clear else 0
             if streak >= cfg.exit_cycles:
                 state, left, streak = "healthy", True, 0
-        recent = (s.recent + [d])[-cfg.window:]
+        recent = (s.recent + [net])[-cfg.window:]
         sizes = s.sizes if size_after is None else (*s.sizes, size_after)[-cfg.window:]
         new = _State(state, cycle, streak, onset, recent, s.lost_total + literals_lost, run_start, sizes)
         verdict = CycleVerdict(cycle, state, d, r, literals_before, literals_lost, shrinking, losing, below,
-                               streak, onset, entered, left, threshold, not s.recent, size_after, contracted)
+                               streak, onset, entered, left, threshold, not s.recent, size_after, contracted,
+                               net)
         return new, verdict
 
     # --- persistence -------------------------------------------------------------------------
@@ -283,12 +295,24 @@ class ContractionDetector:
                         tuple(sizes[-det.config.window:]))
         return det
 
-    def with_config(self, config: DetectorConfig) -> ContractionDetector:
-        """A copy of this detector's state under another configuration."""
-        return ContractionDetector.from_dict(self.to_dict(), config)
-
     def __repr__(self) -> str:
         return f"ContractionDetector(state={self.state!r}, cycle={self.cycle}, onset={self.onset})"
+
+
+def net_distance(d: float, size_after: int | None, size_before: int | None, shrink_min: float) -> float:
+    """d_t with the share a pure contraction explains taken out, on d's own scale.
+
+    d is the angle between the fingerprints of Q_{t-1} and Q_t, ``cos(π·d/2)`` their cosine. If Q_t
+    were a part of Q_{t-1} holding a share s = |Q_t| / |Q_{t-1}| of it, that cosine would be about
+    ``√s`` (a fingerprint's squared norm grows with its features, and a part shares all of its own),
+    so ``cos(π·d/2) / √s`` estimates how much of Q_t is drawn from Q_{t-1}: 1 for a part, ~0 for new
+    text. The net distance is that estimate turned back into an angle. A buffer that keeps its size
+    or grows (s ≥ 1), or whose sizes are unknown, keeps its d; so does one shrinking below
+    `shrink_min` in one cycle (a replacement: the estimate cannot tell a part from new text there)."""
+    if size_after is None or not size_before or not shrink_min * size_before <= size_after < size_before:
+        return d
+    drawn = math.cos(math.pi * d / 2) / math.sqrt(size_after / size_before)
+    return 2 * math.acos(min(1.0, drawn)) / math.pi
 
 
 def _is_distance(x: object) -> bool:

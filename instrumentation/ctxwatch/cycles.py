@@ -98,7 +98,12 @@ class CycleMeter:
 
     def measure(self, pre: Sequence[Message], post: Sequence[Message]) -> CycleFigures:
         """The figures of the rewrite P_t -> Q_t, recorded as applied."""
-        return self._measure(Change.between(Context(tuple(pre)), tuple(post), "rewrite"))
+        return self.measure_change(Change.between(Context(tuple(pre)), tuple(post), "rewrite"))
+
+    def measure_change(self, change: Change) -> CycleFigures:
+        """As `measure`, for a `Change` whose digests the caller already keeps (replay follows its
+        buffer incrementally, so building the change costs no pass over the messages)."""
+        return self._measure(change)
 
     def cycle(self, pre: Sequence[Message], post: Sequence[Message]) -> CycleFigures | None:
         """As `measure`, but None for a pure append (Q_t extends P_t), which is no rewrite cycle."""

@@ -41,8 +41,6 @@ DEFAULT_ENFORCEMENT: dict[str, str] = {
     "contraction": "halt",            # record 003: the loop must be halted
 }
 
-ACTIONS = ("defer", "abort", "halt", "warn", "off")
-
 # One knob per invariant, and only the values that change what the guard does. "halt" stops the loop
 # until `new_episode()`, which only the contraction alarm does; "defer" queues the rewrite until a
 # session boundary (or turns it into whole-pair compaction), which only makes sense where the

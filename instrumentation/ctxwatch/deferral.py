@@ -43,7 +43,6 @@ class DeferralQueue:
         self._items: list[DeferredRewrite] = []
         self._next = 1
         self.limit = limit
-        self.dropped_stale = 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -64,7 +63,6 @@ class DeferralQueue:
             if current_digests[: len(base)] == base:
                 chosen = item
                 break
-        self.dropped_stale += len(self._items) - (1 if chosen else 0)
         self._items.clear()
         return chosen
 

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from .model import Context, Message
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
+def common_prefix(a: Sequence, b: Sequence) -> int:
+    """How many leading items `a` and `b` (two lists or two tuples) share; equal slices compare in C."""
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
         return n
@@ -33,13 +35,15 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 @dataclass
 class Change:
-    """A proposed mutation of `before` into `after`."""
+    """A proposed mutation of `before` into `after`. `declared` is False when the caller named no kind
+    and the guard named it (`kinds.classify`)."""
 
     before: Context
     after: tuple[Message, ...]
     kind: str
     before_digests: list[int] = field(repr=False)
     after_digests: list[int] = field(repr=False)
+    declared: bool = True
 
     @classmethod
     def between(cls, before: Context, after: tuple[Message, ...], kind: str,
@@ -51,7 +55,7 @@ class Change:
     @cached_property
     def prefix_len(self) -> int:
         """Length of the longest common leading run of identical messages."""
-        return _common_prefix(self.before_digests, self.after_digests)
+        return common_prefix(self.before_digests, self.after_digests)
 
     @cached_property
     def suffix_len(self) -> int:
@@ -59,7 +63,7 @@ class Change:
         limit = min(len(self.before_digests), len(self.after_digests)) - self.prefix_len
         a = self.before_digests[::-1][:limit]
         b = self.after_digests[::-1][:limit]
-        return _common_prefix(a, b)
+        return common_prefix(a, b)
 
     @property
     def is_append_only(self) -> bool:

@@ -25,12 +25,11 @@ docs/alarm.md (`bench/bench_fingerprint.py` prints them).
 from __future__ import annotations
 
 import math
-import re
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
-from operator import and_, mul
+from operator import mul, sub
 
 import xxhash
 
@@ -43,9 +42,11 @@ CACHE_LIMIT = 8192
 _LANE_BITS = 32
 _BIAS = 1 << (_LANE_BITS - 1)
 _MAX_FEATURES = _BIAS - 1  # no lane can overflow while the buffer has fewer features than this
-_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^`{|}~"
-# a word: a run of characters that are neither whitespace (as str.split sees it) nor punctuation
-_WORD = re.compile(r"[^\s" + re.escape(_PUNCTUATION) + r"]+")
+PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^`{|}~"
+# A word is a run of characters that are neither white space nor punctuation: with every punctuation
+# mark turned into a space, `str.split()` yields exactly the words (it splits on what regular
+# expressions call `\s`), in one C pass instead of a regular expression's per-character steps.
+_BREAKS = str.maketrans(PUNCTUATION, " " * len(PUNCTUATION))
 
 
 def _surrogates_replaced(message: Message) -> Message:
@@ -57,7 +58,7 @@ def _surrogates_replaced(message: Message) -> Message:
 
 def message_features(message: Message) -> set[str]:
     """The distinct features of one message: lower-cased word bigrams (one word: the word)."""
-    words = _WORD.findall(message.text.lower())
+    words = message.text.lower().translate(_BREAKS).split()
     if len(words) > 1:
         return set(map(" ".join, zip(words, words[1:], strict=False)))
     if words:
@@ -93,7 +94,8 @@ class Fingerprinter:
         self.seed = seed
         self.cache_limit = cache_limit
         self._mask = 2 * lanes - 1
-        self._offset = int.from_bytes(array("I", repeat(_BIAS, lanes)).tobytes(), "little")
+        self._biased = array("I", repeat(_BIAS, lanes))  # every lane at zero, offset-binary
+        self._offset = int.from_bytes(self._biased, "little")
         self._cache: dict[int, Contribution] = {}
 
     @property
@@ -126,13 +128,14 @@ class Fingerprinter:
 
     def _compute(self, message: Message) -> Contribution:
         feats = message_features(message)
-        hashes = map(xxhash.xxh3_64_intdigest, feats, repeat(self.seed))
-        codes = Counter(map(and_, hashes, repeat(self._mask)))
-        vec = [_BIAS] * self.lanes
-        for code, count in codes.items():
-            vec[code >> 1] += count if code & 1 else -count
-        packed = int.from_bytes(array("I", vec).tobytes(), "little") - self._offset
-        return Contribution(packed, len(feats))
+        vec = array("I", self._biased)
+        mask = self._mask
+        # one step per feature (a message's features rarely share a lane, so counting them first
+        # would only add a pass)
+        for hashed in map(xxhash.xxh3_64_intdigest, feats, repeat(self.seed)):
+            code = hashed & mask
+            vec[code >> 1] += 1 if code & 1 else -1
+        return Contribution(int.from_bytes(vec, "little") - self._offset, len(feats))
 
     def buffer(self, messages: Iterable[Message], *,
                base: BufferFingerprint | None = None) -> BufferFingerprint:
@@ -162,7 +165,7 @@ class Fingerprinter:
 
     def decode(self, packed: int) -> list[int]:
         """The signed lane vector of a packed sum."""
-        return [v - _BIAS for v in array("I", (packed + self._offset).to_bytes(4 * self.lanes, "little"))]
+        return list(map(sub, array("I", (packed + self._offset).to_bytes(4 * self.lanes, "little")), repeat(_BIAS)))
 
 
 class BufferFingerprint:

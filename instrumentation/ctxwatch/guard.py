@@ -10,6 +10,10 @@ also settles a deferred rewrite by the guard's deferral mode and returns the con
 `apply()` returns it or raises the record's error. In shadow mode nothing is changed or refused:
 the caller's proposal is used and the report and span say what the guard would have done.
 
+Every report says what the change the agent now uses invalidates of the provider's prompt cache
+(`ctxwatch.cache`: nothing on a refusal or a deferral) and carries the provider's own cache figures noted
+since the guard's last span (`note_provider_cache`).
+
 Turns the caller appended after its last `observe()` and before proposing a rewrite (a tool call
 and its result, appended before compacting) are taken as appended first: the rewrite is evaluated
 on top of them, a conversion keeps them verbatim, and a refusal hands them back.
@@ -29,8 +33,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from . import cache as prompt_cache
 from . import decision as decisions
-from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral
+from . import semconv
+from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral, check_on_refusal
 from .contraction import ContractionDetector, DetectorConfig
 from .cycles import measure_cycle
 from .deferral import Conversion, DeferralQueue, carried_text, whole_pair_conversion
@@ -48,8 +54,9 @@ from .invariants.plan import Plan, check_barrier, check_plan, pin_lines
 from .invariants.policy import PolicyRegion, PolicySelector, check_pass_cap
 from .invariants.prefix import check_prefix, check_rerender
 from .invariants.schemas import SchemaRegistry, check_schemas
+from .kinds import classify
 from .literals import LiteralRegistry
-from .model import Context, Message, TextPart, ToolSchema
+from .model import SYSTEM_ROLES, Context, Message, TextPart, ToolSchema
 from .provenance import ProvenanceLog
 from .report import MUTATION_KINDS, Finding, Report
 from .state import ConsumedState
@@ -132,6 +139,7 @@ class ContextGuard:
         self.episode = 0
         self._elisions = 0
         self.halted_at: int | None = None
+        self._provider_cache: prompt_cache.ProviderCache | None = None  # reported, not yet on a span
 
     # --- read-only views ----------------------------------------------------------------------
     @property
@@ -205,13 +213,32 @@ class ContextGuard:
         self._state.advance(change, raw, rewrite=False, strict=self._strict, literals=self._literal_upkeep,
                             track_fingerprint=self.config.tracks_fingerprint)
         self._after_commit(change.after)
-        handle.end(Report(
+        handle.end(self._with_costs(Report(
             loop_id=self.loop_id, kind="append", decision="patch", findings=[], messages_before=len(before),
             messages_after=len(change.after), pass_number=self.passes_used, pass_cap=self.pass_cap,
             agent=self.agent, conversation_id=self.conversation_id, size_before=size_before,
             size_after=self._state.size, literals_before=len(self._state.literal_counts),
             contraction_state=self.detector.state, episode=self.episode,
-            duration_s=time.perf_counter() - started))
+            duration_s=time.perf_counter() - started), None))
+
+    def note_provider_cache(self, figures: prompt_cache.ProviderCache) -> None:
+        """The provider's prompt-cache figures of a response (`ctxwatch.cache` reads them from each provider's
+        ``usage``). They go on the next span the guard emits for the loop — the append of the answer, when
+        it is observed next — so each response is counted once; figures of several responses noted before
+        that span are added up. The integrations call this; call it yourself with your own client."""
+        if figures:
+            self._provider_cache = prompt_cache.added(self._provider_cache, figures)
+
+    def _with_costs(self, report: Report, applied: Change | None) -> Report:
+        """`report` with what `applied` (the change the agent now uses; None: nothing was applied)
+        invalidates of the provider's prompt cache, and the provider figures noted since the last span."""
+        if applied is not None:
+            cost = prompt_cache.invalidated(applied)
+            report.invalidated_chars, report.invalidated_tokens = cost.chars, cost.tokens
+        figures, self._provider_cache = self._provider_cache, None
+        if figures is not None:
+            report.cache_read_tokens, report.cache_creation_tokens = figures.read_tokens, figures.creation_tokens
+        return report
 
     @contextmanager
     def in_flight(self, label: str = "write") -> Iterator[None]:
@@ -274,8 +301,7 @@ class ContextGuard:
         ``on_refusal="keep"`` returns the guard's context (what it checked) instead of raising on abort
         or halt.
         """
-        if on_refusal not in ("raise", "keep"):
-            raise ValueError(f"on_refusal must be 'raise' or 'keep', got {on_refusal!r}")
+        check_on_refusal(on_refusal)
 
         def wrap(fn: F) -> F:
             @functools.wraps(fn)
@@ -293,7 +319,7 @@ class ContextGuard:
     def self_edit(self, new_system_prompt: str) -> Any:
         """A model-requested rewrite of its leading system message: validated as an untrusted proposal."""
         current = self._state.context.messages
-        if not current or current[0].role not in ("system", "developer"):
+        if not current or current[0].role not in SYSTEM_ROLES:
             raise InvalidContextError("the context has no leading system message to edit", index=0, field="role")
         edited = Message(current[0].role, [TextPart(new_system_prompt)], id=current[0].id, name=current[0].name)
         proposal = self.bridge.to_caller((edited,) + current[1:], self._state.raw)
@@ -362,11 +388,12 @@ class ContextGuard:
         rewrite = not change.is_append_only or tools is not None
         # the kind is the one the guard evaluates it as (spans, metrics and the monitor follow it): growth
         # alone (or no change) is an append whatever the caller declared; growth with a new tool list a
-        # schema change, anything else a rewrite unless the caller names its kind
+        # schema change; anything else the caller does not name is named by `kinds.classify`
         if not rewrite:
             kind = "append"
         elif kind is None or kind == "append":
-            kind = "schema_change" if change.is_append_only else "rewrite"
+            kind = "schema_change" if change.is_append_only else classify(base.context.messages, proposed)
+            change.declared = False
         change.kind = kind
         handle = self.telemetry.start(loop_id=self.loop_id, kind=kind, agent=self.agent,
                                       conversation_id=self.conversation_id, service=self.service,
@@ -377,6 +404,9 @@ class ContextGuard:
             if settle and not adopt and evaluation.decision == "defer" and deferral != "queue":
                 outcome = self._settle(evaluation, raw, deferral, tools) or outcome
             report = self._report(outcome)
+            # what the agent now uses: the change made or the proposal (observed, shadow), the settled one
+            # on patch, nothing on a refusal
+            applied: Change | None = evaluation.change
             if adopt:
                 report.observed = True
                 report.decision = "patch"  # the model already consumed it: reported, not refused
@@ -387,7 +417,9 @@ class ContextGuard:
                 self._commit(evaluation, raw, tools, feed=outcome.evaluation)  # is fed as the report says
                 context = copy_shape(raw)
             else:
+                applied = outcome.evaluation.change if report.decision == "patch" else None
                 context = self._carry_out(outcome, report, kind, tools)
+            self._with_costs(report, applied)
         except BaseException as exc:
             handle.fail(exc)
             raise
@@ -536,7 +568,7 @@ class ContextGuard:
                 failed("contraction", exc)
             else:
                 if verdict.state == "contracting":
-                    findings.append(_contraction_finding(verdict.onset, verdict.d, verdict.r, verdict.cycle))
+                    findings.append(_contraction_finding(verdict.onset, verdict.d_net, verdict.r, verdict.cycle))
             findings = decisions.apply_table(findings, enforcement)
             decision = decisions.decide(findings)
         elif self.halted_at is not None and rewrite:
@@ -584,7 +616,10 @@ class ContextGuard:
         self.policy.resolve(messages)  # the first context the guard accepts fixes the policy region
 
     def _advance_detector(self, evaluation: Evaluation) -> None:
-        if evaluation.verdict is not None:
+        """Feed the detector the cycle of `evaluation` if it is one by the rule the monitor feeds its own
+        detector with (`semconv.feeds_detector`: the report's kind, decision and hash distance)."""
+        if evaluation.verdict is not None and semconv.feeds_detector(evaluation.change.kind, evaluation.decision,
+                                                                     evaluation.distance):
             self.detector.update(evaluation.verdict.d, evaluation.literals_before, len(evaluation.lost),
                                  evaluation.verdict.size_after)
 
@@ -593,7 +628,7 @@ class ContextGuard:
 
 
 def _contraction_finding(onset: int | None, d: float, r: float, cycle: int) -> Finding:
-    return Finding("contraction", f"the loop is in the contraction regime since cycle {onset}: hash distance "
+    return Finding("contraction", f"the loop is in the contraction regime since cycle {onset}: net hash distance "
                    f"{d:.3f} < literal-loss rate {r:.3f} while distances shrink and lost literals accumulate; "
                    "the rewrite converges on its own directive. Halt the loop and fix the rewrite policy "
                    "(directive out of band, literals preserved).",

@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import xxhash
 
-Role = Literal["system", "developer", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
+# The roles that instruct the model rather than converse with it (a leading system prompt, its edits).
+SYSTEM_ROLES: frozenset[str] = frozenset({"system", "developer"})
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -42,14 +42,12 @@ class TextPart:
 class ToolCall:
     """A request by the model to run a tool (`tool_use`, `function_call`, `tool_calls[]`).
 
-    `arguments` is kept as the provider sent it (a JSON string); `schema_version` names the
-    version of the tool's schema the call was made against, when known.
+    `arguments` is kept as the provider sent it (a JSON string).
     """
 
     id: str
     name: str
     arguments: str = "{}"
-    schema_version: str | None = None
 
     def to_canonical(self) -> list:
         return ["tool_call", self.id, self.name, self.arguments]

@@ -42,7 +42,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from . import semconv
 from .telemetry.failures import record_failure
 from .telemetry.metrics import instruments_for
-from .telemetry.mutation import VERSION
+from .version import VERSION
 
 ENV_SDK_DISABLED = "OTEL_SDK_DISABLED"
 ENV_TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"
@@ -257,8 +257,10 @@ def _is_default_tracer_provider() -> bool:
 
 
 def _is_default_meter_provider() -> bool:
-    from opentelemetry.metrics._internal import _ProxyMeterProvider  # the API's "not set yet" provider
-    return isinstance(metrics.get_meter_provider(), _ProxyMeterProvider)
+    """Whether no meter provider was set (the API's public types only: an SDK provider or the no-op one
+    means the application set one; a provider of another API implementation that the application set is
+    found by `_adopt`, which then keeps it)."""
+    return not isinstance(metrics.get_meter_provider(), MeterProvider | metrics.NoOpMeterProvider)
 
 
 def _adopt(provider: Any, set_global: Callable[[Any], None], get_global: Callable[[], Any],

@@ -22,6 +22,10 @@ MUTATION_KINDS: tuple[str, ...] = (
     "append", "compact", "prune", "rewrite", "rerank", "system_patch", "schema_change", "self_edit",
 )
 
+# The kinds that shrink history: an applied one marks the conversation compacted (telemetry) and is the
+# kind a deferral may carry out as whole-pair compaction (config, deferral "auto").
+COMPACTION_KINDS: frozenset[str] = frozenset({"compact", "prune"})
+
 INVARIANTS: tuple[str, ...] = (
     "prefix_identity", "tool_pairing", "schema_version", "rerender", "policy_isolation", "pass_cap",
     "directive_colocation", "literal_loss", "order", "idempotence", "plan_reference", "barrier",
@@ -88,6 +92,13 @@ class Report:
     observed: bool = False          # a change the guard found already made (observe): reported, not refused
     episode: int = 0                # how many times `ContextGuard.new_episode` has started a new one
     duration_s: float = 0.0
+    # what the change the agent now uses cost the provider's prompt cache (`ctxwatch.cache`): consumed
+    # characters from its first difference to the boundary, and their estimated tokens; 0 when not applied
+    invalidated_chars: int = 0
+    invalidated_tokens: int = 0
+    # the provider's own figures for the response observed before this report (None: not reported)
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
 
     @property
     def violations(self) -> list[str]:

@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .report import COMPACTION_KINDS as _COMPACTION_KINDS
 from .report import INVARIANTS, MUTATION_KINDS
 
 INSTRUMENTATION_NAME = "ctxwatch"
@@ -72,6 +73,14 @@ RESIDUAL_PRESSURE = "ctxwatch.pass.residual_pressure"
 DEFERRAL_ID = "ctxwatch.deferral.id"
 DEFERRAL_RESOLUTION = "ctxwatch.deferral.resolution"
 OBSERVED = "ctxwatch.mutation.observed"
+# What a mutation costs the provider's prompt cache (ctxwatch.cache): consumed context the change the agent
+# now uses invalidates, and the provider's own figures of the response observed before the span.
+CACHE_INVALIDATED_CHARS = "ctxwatch.cache.invalidated.chars"
+CACHE_INVALIDATED_TOKENS = "ctxwatch.cache.invalidated.tokens"
+CACHE_READ_TOKENS = "ctxwatch.cache.read.tokens"
+CACHE_CREATION_TOKENS = "ctxwatch.cache.creation.tokens"
+CACHE_FIGURES: tuple[str, ...] = (CACHE_INVALIDATED_CHARS, CACHE_INVALIDATED_TOKENS, CACHE_READ_TOKENS,
+                                  CACHE_CREATION_TOKENS)
 SHADOW = "ctxwatch.mutation.shadow"
 # Opt-in content (only with content capture on).
 LOST_LITERAL_VALUES = "ctxwatch.literals.lost_values"
@@ -86,14 +95,13 @@ INVARIANT = FINDING_INVARIANT
 ORPHAN_SIDE = "ctxwatch.orphan.side"
 TELEMETRY_STAGE = "ctxwatch.telemetry.stage"
 ORPHAN_SIDES: tuple[str, ...] = ("tool_use", "tool_result")
-TELEMETRY_STAGES: tuple[str, ...] = ("start", "end", "export_traces", "export_metrics")
 
-# Mutation kinds whose applied (patch) decision marks the conversation as compacted.
-COMPACTION_KINDS = frozenset({"compact", "prune"})
+# Mutation kinds whose applied (patch) decision marks the conversation as compacted (`report`'s set).
+COMPACTION_KINDS = _COMPACTION_KINDS
 
 # --- bounded values ----------------------------------------------------------------------------
 OVERFLOW = "_OTHER"          # the value past a cap, and for any value outside a closed set
-MAX_LABEL_VALUES = 64        # distinct agent / service names per meter provider before overflow
+MAX_LABEL_VALUES = 100       # distinct agent / service names at once before overflow (guard and monitor)
 MAX_LABEL_LENGTH = 128       # a longer agent / service name is recorded as OVERFLOW on metrics
 
 
@@ -195,6 +203,12 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     *(AttributeSpec(name, "int", "report") for name in (
         LITERALS_BEFORE, LITERALS_LOST, ORPHANS_TOOL_USE, ORPHANS_TOOL_RESULT,
         MESSAGES_BEFORE, MESSAGES_AFTER, SIZE_BEFORE, SIZE_AFTER)),
+    AttributeSpec(CACHE_INVALIDATED_CHARS, "int", "report: consumed characters the applied change invalidates "
+                  "for the provider's prompt cache (0 on append, defer, abort, halt)"),
+    AttributeSpec(CACHE_INVALIDATED_TOKENS, "int", "report: the same, in tokens estimated as ceil(chars / 4)"),
+    AttributeSpec(CACHE_READ_TOKENS, "int", "report, when the caller noted the provider's cache reads of a response"),
+    AttributeSpec(CACHE_CREATION_TOKENS, "int", "report, when the caller noted the provider's cache writes "
+                  "of a response"),
     AttributeSpec(VIOLATIONS, "string[]", "report (empty list when none)"),
     AttributeSpec(WARNINGS, "string[]", "report (empty list when none)"),
     AttributeSpec(CONTRACTION_STATE, "string", "report"),

@@ -65,8 +65,11 @@ class ConsumedState:
                 counts.subtract(literals.of(m))
             for m in added:
                 counts.update(literals.of(m))
-            if removed:
-                self.literal_counts = +counts
+            for m in removed:  # only a removed message's literals can have dropped to no holder
+                for lit in literals.of(m):
+                    held = counts.get(lit)
+                    if held is not None and held <= 0:
+                        del counts[lit]
         if track_fingerprint:
             self.fp = fp_after if fp_after is not None else self.fp.updated(removed, added)
         self.symbols.advance(proposed, removed, added)

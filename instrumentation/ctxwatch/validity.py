@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .model import Message, ToolResult
-
-_SYSTEM = frozenset({"system", "developer"})
+from .model import SYSTEM_ROLES, Message, ToolResult
 
 
 def provider_problems(messages: Sequence[Message], format: str | None) -> list[str]:
@@ -62,7 +60,7 @@ def _responses(messages: Sequence[Message]) -> list[str]:
 
 def _anthropic(messages: Sequence[Message]) -> list[str]:
     problems: list[str] = []
-    turns = [(i, m) for i, m in enumerate(messages) if m.role not in _SYSTEM]
+    turns = [(i, m) for i, m in enumerate(messages) if m.role not in SYSTEM_ROLES]
     if turns and turns[0][1].role != "user":
         problems.append(f"message {turns[0][0]}: the first message after the system prompt must be a user turn")
     previous: Message | None = None

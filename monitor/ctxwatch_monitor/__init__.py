@@ -4,4 +4,6 @@ Run it with `ctxwatch monitor` or `python -m ctxwatch_monitor`; embed it with
 `ctxwatch_monitor.app.create_app(config)`. See docs/monitor.md.
 """
 
-__version__ = "0.1.0"
+from ctxwatch.version import VERSION as __version__
+
+__all__ = ["__version__"]

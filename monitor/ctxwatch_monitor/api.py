@@ -40,6 +40,15 @@ class Refusal(BaseModel):
     sequence: int | None
 
 
+class CacheCosts(BaseModel):
+    invalidated_chars: int = Field(description="Consumed characters the applied rewrites invalidated "
+                                               "(ctxwatch.cache.invalidated.chars).")
+    invalidated_tokens: int = Field(description="The same in estimated tokens (ctxwatch.cache.invalidated.tokens).")
+    read_tokens: int = Field(description="Tokens the provider served from its cache (ctxwatch.cache.read.tokens).")
+    creation_tokens: int = Field(description="Tokens the provider wrote to its cache "
+                                             "(ctxwatch.cache.creation.tokens).")
+
+
 class LoopSummary(BaseModel):
     loop_id: str
     service: str
@@ -69,6 +78,9 @@ class LoopSummary(BaseModel):
     blocked_reason: str | None = Field(description="Why it is blocked: the pass cap, or refusals in a row by the "
                                                    "same invariants.")
     last_refusal: Refusal | None = Field(description="The last refused or halted mutation (ids and counts only).")
+    cache: CacheCosts = Field(description="What the loop's rewrites cost the provider's prompt cache, and what the "
+                                          "providers report of it (span figures summed; docs/telemetry.md, \"What "
+                                          "rewrites cost\").")
     first_seen: float
     last_seen: float
 
@@ -148,7 +160,8 @@ def summary(loop: LoopState) -> dict[str, Any]:
             "held": len(loop.order.pending), "candidate_episode": loop.order.candidate,
             "status": oncall.status, "before_idle": oncall.before_idle, "halted_time": oncall.halted_time,
             "blocked_time": oncall.blocked_time, "blocked_reason": oncall.blocked_reason,
-            "last_refusal": oncall.last_refusal, "first_seen": loop.first_seen, "last_seen": loop.last_seen}
+            "last_refusal": oncall.last_refusal, "cache": oncall.cache_costs(), "first_seen": loop.first_seen,
+            "last_seen": loop.last_seen}
 
 
 def api_router(engine: Engine, auth: BearerAuth) -> APIRouter:

@@ -39,7 +39,7 @@ from .persistence import Database
 log = logging.getLogger("ctxwatch.monitor")
 
 _HANDLERS = (("/v1/traces", "traces"), ("/metrics", "metrics"), ("/api/", "api"), ("/healthz", "health"),
-             ("/readyz", "health"), ("/bench/", "bench"))
+             ("/readyz", "health"))
 
 
 def _handler(path: str) -> str:
@@ -146,7 +146,7 @@ def create_app(config: MonitorConfig) -> FastAPI:
         log.error("ctxwatch monitor: internal error %s: %s", type(exc).__name__, exc)
         return JSONResponse({"detail": "internal error"}, status_code=500)
 
-    app.include_router(ingest_router(receiver, auth, decode_only=config.bench_endpoints))
+    app.include_router(ingest_router(receiver, auth))
     app.include_router(api_router(engine, auth))
     mount_page(app)
 

@@ -23,10 +23,6 @@ class BearerAuth:
     def __init__(self, token: str | None) -> None:
         self._expected = token.encode() if token else None
 
-    @property
-    def enabled(self) -> bool:
-        return self._expected is not None
-
     def allows(self, authorization: str | None) -> bool:
         """Whether an Authorization header value carries the token (always, when none is configured)."""
         if self._expected is None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ctxwatch import semconv
+
 ENV_PREFIX = "CTXWATCH_MONITOR_"
 MEMORY_STATE = ":memory:"
 DEFAULT_GRPC_PORT = 4317
@@ -50,7 +52,7 @@ class MonitorConfig:
     alarm_retention: float = 900.0
     block_after: int = 3
     refusing_for: int = 5
-    label_cap: int = 100
+    label_cap: int = semconv.MAX_LABEL_VALUES
     label_ttl: float = 3_600.0
     series_budget: int = 19_500  # with the self-metrics on top, under the 20,000 where one target starts to hurt
     metric_series_budget: int = 5_000  # so that no one metric takes the whole budget
@@ -62,7 +64,6 @@ class MonitorConfig:
     retry_after: int = 1
     sweep_interval: float = 30.0
     log_level: str = "warning"
-    bench_endpoints: bool = False
     contraction: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -172,9 +173,7 @@ _OPTIONS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "retry_after": (_positive_int, "seconds sent in Retry-After with 429/503"),
     "sweep_interval": (_seconds, "seconds between TTL sweeps"),
     "log_level": (_choice("critical", "error", "warning", "info", "debug"), "uvicorn log level"),
-    "bench_endpoints": (_bool, "serve POST /bench/decode (decode only, for bench/bench_monitor.py)"),
 }
-_FLAG_ONLY_HIDDEN = {"bench_endpoints"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -187,9 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--token-file", metavar="FILE", help="read the bearer token from this file")
     for name, (_, help_text) in _OPTIONS.items():
         flag = "--" + name.replace("_", "-")
-        if name in _FLAG_ONLY_HIDDEN:
-            help_text = argparse.SUPPRESS
-        if name in {"metrics_auth", "bench_endpoints"}:
+        if name == "metrics_auth":
             parser.add_argument(flag, dest=name, action="store_const", const=True, default=None, help=help_text)
         else:
             parser.add_argument(flag, dest=name, default=None, help=help_text)

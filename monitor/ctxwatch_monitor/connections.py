@@ -27,7 +27,7 @@ import h11
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .otlp import error_body, media_type
+from .otlp_codec import error_body, media_type
 from .wire import guess_encoding
 
 HEALTH_PATHS = frozenset({"/healthz", "/readyz"})

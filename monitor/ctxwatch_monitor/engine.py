@@ -31,7 +31,7 @@ from .instruments import Instruments
 from .loop_state import IDLE, OncallState
 from .loops import CONTRACTING, LoopState, LoopStore
 from .ordering import GUARD, HELD, LATE, MONITOR, LoopOrder, Sequencer
-from .otlp import RawSpan
+from .otlp_codec import RawSpan
 from .persistence import Database
 from .records import MutationRecord, Rejected, validate
 
@@ -235,8 +235,9 @@ class Engine:
             loop.cycles = guard_cycle
             if fed:
                 cycle = guard_cycle
-            if record.guard_state in STATES and record.guard_state != loop.state:
-                self._set_state(loop, record.guard_state, guard_cycle, at)
+            guard_state = record.guard_state
+            if guard_state is not None and guard_state in STATES and guard_state != loop.state:
+                self._set_state(loop, guard_state, guard_cycle, at)
         entry = None
         if record.kind != "append":
             entry = loop.entries

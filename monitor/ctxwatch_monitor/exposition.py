@@ -16,7 +16,7 @@ from prometheus_client import exposition
 from prometheus_client.utils import floatToGoString
 
 if TYPE_CHECKING:
-    from .metrics import Family, Key
+    from .metric_store import Family, Key
 
 OPENMETRICS = "application/openmetrics-text"
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import socket
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
@@ -32,7 +32,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from .auth import BearerAuth
 from .ingest import Receiver, Refusal
-from .otlp import bad_request, success_body
+from .otlp_codec import bad_request, success_body
 from .wire import PROTOBUF
 
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -114,10 +114,11 @@ class OtlpGrpcServer:
         self.server.stop(grace).wait(grace + 1)
 
     # --- handlers (on the gRPC thread pool) --------------------------------------------------------
-    def _abort(self, context: grpc.ServicerContext, refusal: Refusal) -> None:
+    def _abort(self, context: grpc.ServicerContext, refusal: Refusal) -> NoReturn:
         code = _CODES.get(refusal.status, grpc.StatusCode.INTERNAL)
         context.set_trailing_metadata((("grpc-status-details-bin", _status_details(code, refusal, self.retry_after)),))
         context.abort(code, refusal.message)
+        raise AssertionError("grpc's abort raises")  # pragma: no cover
 
     def _authenticate(self, context: grpc.ServicerContext) -> None:
         authorization = next((value for key, value in context.invocation_metadata() if key == "authorization"), None)

@@ -26,7 +26,7 @@ from .admission import Admission
 from .auth import CHALLENGE, BearerAuth
 from .batches import GroupCommit
 from .engine import Engine, IngestResult, StateReset, Unavailable
-from .otlp import DecodeError, decode, error_body, media_type, success_body
+from .otlp_codec import DecodeError, decode, error_body, media_type, success_body
 from .records import RESOURCE_KEYS, SPAN_KEYS
 from .wire import WireError, declared_length_ok, guess_encoding, media_encoding, read_body
 
@@ -64,10 +64,9 @@ class Receiver:
         return self.engine.apply(decode(body, encoding, SPAN_KEYS, RESOURCE_KEYS))
 
     async def export(self, read: Callable[[], Awaitable[bytes]], encoding: str, *, client: str = "",
-                     store: bool = True, keep: bool = True) -> IngestResult:
+                     keep: bool = True) -> IngestResult:
         """Admit one export from the address `client`, read its body with `read`, decode, apply and commit it
-        (`Refusal` if refused). With `store` False it is decoded only (the bench's decode ceiling); with
-        `keep` False it is read and dropped (metric exports)."""
+        (`Refusal` if refused). With `keep` False it is read and dropped (metric exports)."""
         engine, admission = self.engine, self.admission
         if not engine.ready:
             raise Refusal(503, "the monitor's state is not available; retry later", retry=True)
@@ -78,9 +77,6 @@ class Receiver:
         try:
             body = await read()
             if not keep:
-                return IngestResult(0, 0, 0, "")
-            if not store:
-                await engine.call(decode, body, encoding, SPAN_KEYS, RESOURCE_KEYS)
                 return IngestResult(0, 0, 0, "")
             return await self.batches.submit(body, encoding)
         except WireError as exc:
@@ -97,8 +93,8 @@ class Receiver:
             inflight.set((), admission.current)
 
 
-def ingest_router(receiver: Receiver, auth: BearerAuth, *, decode_only: bool = False) -> APIRouter:
-    """The receiver; with `decode_only`, also `POST /bench/decode` (decode and read, store nothing)."""
+def ingest_router(receiver: Receiver, auth: BearerAuth) -> APIRouter:
+    """`POST /v1/traces` and `POST /v1/metrics`, handing exports to the receiver."""
     config = receiver.engine.config
     retry = {"Retry-After": str(config.retry_after)}
     router = APIRouter()
@@ -118,7 +114,7 @@ def ingest_router(receiver: Receiver, auth: BearerAuth, *, decode_only: bool = F
         except WireError as exc:
             return encoding, refuse(encoding, exc.status, exc.message)
 
-    async def receive(request: Request, store: bool, keep: bool = True) -> Response:
+    async def receive(request: Request, keep: bool = True) -> Response:
         """Screen the export, then hand it to the receiver (`keep` False: read and drop it)."""
         headers = request.headers
         encoding, refusal = screen(headers)
@@ -129,7 +125,7 @@ def ingest_router(receiver: Receiver, auth: BearerAuth, *, decode_only: bool = F
                                config.max_body_bytes)
             result = await receiver.export(
                 lambda: read_body(request.stream(), headers.get("content-encoding"), config.max_body_bytes),
-                encoding, client=request.client.host if request.client else "", store=store, keep=keep)
+                encoding, client=request.client.host if request.client else "", keep=keep)
         except WireError as exc:
             return refuse(encoding, exc.status, exc.message)
         except ClientDisconnect:  # the client went away, or its body was too slow (nothing to answer)
@@ -141,18 +137,13 @@ def ingest_router(receiver: Receiver, auth: BearerAuth, *, decode_only: bool = F
     @router.post("/v1/traces", tags=["ingest"], openapi_extra=_OPENAPI_BODY,
                  summary="OTLP/HTTP trace export (protobuf or JSON, optionally gzip)")
     async def export_traces(request: Request) -> Response:
-        return await receive(request, store=True)
+        return await receive(request)
 
     @router.post("/v1/metrics", tags=["ingest"], openapi_extra=_OPENAPI_BODY,
                  summary="OTLP/HTTP metric export: accepted and dropped (the monitor's metrics come from spans)")
     async def export_metrics(request: Request) -> Response:
         """An agent whose SDK exports metrics to the same endpoint as its spans gets a 200 instead of a
         404 on every interval; the body is admitted and read as a trace export's, then dropped."""
-        return await receive(request, store=False, keep=False)
-
-    if decode_only:
-        @router.post("/bench/decode", tags=["bench"], openapi_extra=_OPENAPI_BODY, include_in_schema=False)
-        async def decode_traces(request: Request) -> Response:
-            return await receive(request, store=False)
+        return await receive(request, keep=False)
 
     return router

@@ -18,33 +18,45 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Mapping
-from operator import itemgetter
 from typing import Any
 
 from ctxwatch import semconv
 from ctxwatch.contraction import STATES
 from ctxwatch.report import DECISIONS, INVARIANTS, MUTATION_KINDS
-from ctxwatch.semconv import OVERFLOW
+from ctxwatch.telemetry import fleet as fleet_rule
+from ctxwatch.telemetry.bounded import BoundedValues
 
 from . import wire
 from .config import MonitorConfig
-from .labels import BoundedLabel
 from .loop_state import STATUSES
-from .metrics import Counter, Family, Gauge, Histogram, Key, MetricSet, SeriesBudget
-from .records import AGENT_NAME, MutationRecord
+from .metric_store import Counter, Family, Gauge, Histogram, Key, MetricSet, SeriesBudget
+from .records import MutationRecord
 
-# A record's label vector: (kind, decision, agent, service, side-or-invariant).
-_VECTOR_INDEX = {semconv.MUTATION_KIND: 0, semconv.DECISION: 1, AGENT_NAME: 2, semconv.SERVICE_NAME: 3,
-                 semconv.ORPHAN_SIDE: 4, semconv.INVARIANT: 4}
 _DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 LOOP_LABELS = ("service", "agent", "state")
 STATUS_LABELS = ("service", "agent", "status")
-_KINDS = frozenset(MUTATION_KINDS)
 EVICTION_REASONS = ("ttl", "cap")  # not seen within the TTL; least recently seen past the cap
 WIRE_LABELS = ("service", "agent")  # label values that come from the wire (bounded, budgeted)
 # how many values each closed-set label can take (unknown kinds and invariants are OVERFLOW)
 _CLOSED_SETS = {"kind": len(MUTATION_KINDS) + 1, "decision": len(DECISIONS), "side": len(semconv.ORPHAN_SIDES),
                 "invariant": len(INVARIANTS) + 1, "state": len(STATES), "status": len(STATUSES)}
+
+
+CACHE_COUNTERS = {
+    semconv.CACHE_INVALIDATED_CHARS: "Consumed characters the applied rewrites invalidated for the provider's "
+                                     "prompt cache (ctxwatch.cache.invalidated.chars summed).",
+    semconv.CACHE_INVALIDATED_TOKENS: "The same in estimated tokens (ctxwatch.cache.invalidated.tokens summed).",
+    semconv.CACHE_READ_TOKENS: "Tokens the providers served from their prompt cache, as the responses report "
+                               "them (ctxwatch.cache.read.tokens summed).",
+    semconv.CACHE_CREATION_TOKENS: "Tokens the providers wrote to their prompt cache (as the responses report "
+                                   "them; ctxwatch.cache.creation.tokens summed).",
+}
+
+
+def cache_counter_name(attribute: str) -> str:
+    """The Prometheus counter summing a cache attribute: ``ctxwatch.cache.read.tokens`` ->
+    ``ctxwatch_cache_read_tokens_total``."""
+    return attribute.replace(".", "_") + "_total"
 
 
 def _family(spec: semconv.MetricSpec, budget: SeriesBudget) -> Counter | Histogram:
@@ -63,13 +75,14 @@ def overflow_series(family: Family) -> int:
 
 
 class _Fleet:
-    """One semconv instrument as a family, with the getter that picks its labels from a vector."""
+    """One semconv instrument as a family, with the getter that picks its labels from a label vector
+    (`ctxwatch.telemetry.fleet.label_picker`, the guard's own)."""
 
     __slots__ = ("family", "key")
 
     def __init__(self, spec: semconv.MetricSpec, budget: SeriesBudget) -> None:
         self.family = _family(spec, budget)
-        self.key = itemgetter(*(_VECTOR_INDEX[a] for a in spec.attributes))
+        self.key = fleet_rule.label_picker(spec)
 
 
 class Instruments:
@@ -78,18 +91,21 @@ class Instruments:
     def __init__(self, label_cap: int, series_budget: int = MonitorConfig.series_budget,
                  metric_series_budget: int = MonitorConfig.metric_series_budget) -> None:
         """ValueError when `series_budget` cannot hold the reserved overflow series."""
-        self.services = BoundedLabel(label_cap)
-        self.agents = BoundedLabel(label_cap)
+        self.services = BoundedValues(label_cap)
+        self.agents = BoundedValues(label_cap)
         self.budget = budget = SeriesBudget(series_budget, metric_series_budget)
-        self.mutations = _Fleet(semconv.MUTATIONS, budget)
-        self.lost_literals = _Fleet(semconv.LOST_LITERALS, budget)
-        self.orphans = _Fleet(semconv.ORPHANED_TOOL_PARTS, budget)
-        self.deferrals = _Fleet(semconv.DEFERRALS, budget)
-        self.violations = _Fleet(semconv.INVARIANT_VIOLATIONS, budget)
-        self.warnings = _Fleet(semconv.INVARIANT_WARNINGS, budget)
-        self.hash_distance = _Fleet(semconv.HASH_DISTANCE_HISTOGRAM, budget)
-        self.loss_rate = _Fleet(semconv.LITERAL_LOSS_RATE, budget)
-        self.pass_number = _Fleet(semconv.PASS_NUMBER_HISTOGRAM, budget)
+        # the guard's fleet instruments, by semconv name (what `fleet_rule` says a span updates)
+        self._fleet = {spec.name: _Fleet(spec, budget) for spec in fleet_rule.COUNTERS + fleet_rule.HISTOGRAMS}
+        by_name = self._fleet
+        self.mutations = by_name[semconv.MUTATIONS.name]
+        self.lost_literals = by_name[semconv.LOST_LITERALS.name]
+        self.orphans = by_name[semconv.ORPHANED_TOOL_PARTS.name]
+        self.deferrals = by_name[semconv.DEFERRALS.name]
+        self.violations = by_name[semconv.INVARIANT_VIOLATIONS.name]
+        self.warnings = by_name[semconv.INVARIANT_WARNINGS.name]
+        self.hash_distance = by_name[semconv.HASH_DISTANCE_HISTOGRAM.name]
+        self.loss_rate = by_name[semconv.LITERAL_LOSS_RATE.name]
+        self.pass_number = by_name[semconv.PASS_NUMBER_HISTOGRAM.name]
         fleet = [self.mutations, self.lost_literals, self.orphans, self.deferrals, self.violations,
                  self.warnings, self.hash_distance, self.loss_rate, self.pass_number]
         self.onsets = Counter("ctxwatch_contraction_onsets_total",
@@ -101,7 +117,10 @@ class Instruments:
                                  "Loops tracked by the monitor, by on-call status (healthy, contracting, blocked, "
                                  "halted, idle; docs/monitor.md, \"Loop status\").", STATUS_LABELS,
                                  wire=WIRE_LABELS, budget=budget)
-        budgeted: list[Family] = [f.family for f in fleet] + [self.onsets, self.loops, self.loop_status]
+        # what rewrites cost the provider's prompt cache: each span's figures summed per service and agent
+        self.cache = [Counter(cache_counter_name(name), description, ("service", "agent"), persist=True,
+                              wire=WIRE_LABELS, budget=budget) for name, description in CACHE_COUNTERS.items()]
+        budgeted: list[Family] = [f.family for f in fleet] + [self.onsets, self.loops, self.loop_status, *self.cache]
         self.series_overflow = Counter("ctxwatch_monitor_series_overflow_total",
                                        "Updates that went to a metric's overflow series (service and agent "
                                        "_OTHER) because the series budget had no room for a new series.",
@@ -147,32 +166,26 @@ class Instruments:
         for reason in EVICTION_REASONS:
             self.evictions.inc((reason,), 0)
         families: list[Family] = [f.family for f in fleet]
-        families += [self.onsets, self.loops, self.loop_status, self.series_overflow, self.requests,
+        families += [self.onsets, self.loops, self.loop_status, *self.cache, self.series_overflow, self.requests,
                      self.request_duration,
                      self.spans_accepted, self.spans_rejected, self.spans_ignored, self.decode_errors,
                      self.loops_tracked, self.evictions, self.db_write_duration, self.inflight, self.late_spans,
                      self.held_spans]
         self.metric_set = MetricSet(families, skipped=self.unwritable)
-        # label keys of the families keyed by (kind, decision, agent, service), per such tuple (bounded)
-        self._base = (self.mutations, self.lost_literals, self.deferrals, self.hash_distance, self.loss_rate,
-                      self.pass_number)
-        self._key_cache: dict[tuple[str, str, str, str], tuple[Key, ...]] = {}
+        # the fleet families' label keys per (kind, decision, agent, service), by (family, side or invariant)
+        self._key_cache: dict[tuple[str, str, str, str], dict[tuple[str, str], Key]] = {}
         self._pairs: dict[tuple[str, str], tuple[str, str]] = {}
 
     def forget_labels(self) -> None:
         """Forget the admitted agent and service names (before the state is reloaded from the database)."""
-        self.services = BoundedLabel(self.services.cap)
-        self.agents = BoundedLabel(self.agents.cap)
+        self.services = BoundedValues(self.services.cap)
+        self.agents = BoundedValues(self.agents.cap)
         self._pairs.clear()
 
     def label_pair(self, service: str, agent: str) -> tuple[str, str]:
         """The bounded (service, agent) label values of a loop (one shared tuple per distinct pair)."""
         pair = (self.services.value(service), self.agents.value(agent))
         return self._pairs.setdefault(pair, pair)
-
-    def _base_keys(self, kind: str, decision: str, agent: str, service: str) -> tuple[Key, ...]:
-        vector = (kind, decision, agent, service, "")
-        return tuple(f.key(vector) for f in self._base)
 
     def observe(self, observed: Iterable[tuple[MutationRecord, tuple[str, str]]]) -> None:
         """Count one request's accepted mutation spans, each with its loop's bounded (service, agent).
@@ -181,8 +194,7 @@ class Instruments:
         now = time.time()
         groups: dict[tuple[str, str, str, str], list[MutationRecord]] = {}
         for record, (service, agent) in observed:
-            kind = record.kind
-            base = (kind if kind in _KINDS else OVERFLOW, record.decision, agent, service)
+            base = (semconv.bounded_kind(record.kind), record.decision, agent, service)
             group = groups.get(base)
             if group is None:
                 groups[base] = [record]
@@ -223,30 +235,46 @@ class Instruments:
         self.agents.restore(saved.get("agents") or [])
 
     def _observe_group(self, base: tuple[str, str, str, str], records: list[MutationRecord]) -> None:
+        """Record a group of spans with one (kind, decision, agent, service) by the guard's rule
+        (`ctxwatch.telemetry.fleet`), each series updated once for the group."""
+        kind, decision = base[0], base[1]
+        lost = use = result = 0
+        violations: list[str] = []
+        warnings: list[str] = []
+        for r in records:
+            lost += r.lost
+            use += r.orphans_tool_use
+            result += r.orphans_tool_result
+            if r.violations:
+                violations += r.violations
+            if r.warnings:
+                warnings += r.warnings
         keys = self._key_cache.get(base)
         if keys is None:
-            keys = self._key_cache[base] = self._base_keys(*base)
-        mutations, lost, deferrals, distance, loss_rate, pass_number = keys
-        self.mutations.family.inc(mutations, len(records))
-        if base[1] == "defer":
-            self.deferrals.family.inc(deferrals, len(records))
-        if total_lost := sum([r.lost for r in records]):
-            self.lost_literals.family.inc(lost, total_lost)
-        if semconv.is_applied_rewrite(base[0], base[1]):  # one kind and decision per group
-            self.hash_distance.family.observe_many(distance, [r.d for r in records if r.d is not None])
-            self.loss_rate.family.observe_many(loss_rate, [r.lost / r.before for r in records if r.before])
-            self.pass_number.family.observe_many(pass_number,
-                                                 [r.pass_number for r in records if r.pass_number is not None])
-        for record in records:
-            if record.orphans_tool_use or record.orphans_tool_result or record.violations or record.warnings:
-                self._observe_findings(record, list(base) + [""])
+            keys = self._key_cache[base] = {}
+        added: dict[tuple[str, str], int] = {}
+        for spec, extra, amount in fleet_rule.counts(decision, len(records), lost, use, result, violations, warnings):
+            slot = (spec.name, extra or "")
+            added[slot] = added.get(slot, 0) + amount
+        for slot, amount in added.items():
+            counter = self._fleet[slot[0]].family
+            if not isinstance(counter, Counter):
+                raise TypeError(f"{slot[0]} is not a counter")
+            counter.inc(keys.get(slot) or self._new_key(keys, base, slot), amount)
+        figures = ((r.pass_number, r.d, r.lost, r.before) for r in records)
+        for spec, values in fleet_rule.observations(kind, decision, figures):
+            histogram = self._fleet[spec.name].family
+            if not isinstance(histogram, Histogram):
+                raise TypeError(f"{spec.name} is not a histogram")
+            slot = (spec.name, "")
+            histogram.observe_many(keys.get(slot) or self._new_key(keys, base, slot), values)
+        cache_key = (base[3], base[2])
+        for counter, total in zip(self.cache, map(sum, zip(*[r.cache for r in records], strict=True)), strict=True):
+            if total or cache_key not in counter.values:  # a series from the agent's first span on, 0 or not
+                counter.inc(cache_key, total)
 
-    def _observe_findings(self, record: MutationRecord, vector: list[str]) -> None:
-        for side, count in (("tool_use", record.orphans_tool_use), ("tool_result", record.orphans_tool_result)):
-            if count:
-                vector[4] = side
-                self.orphans.family.inc(self.orphans.key(vector), count)
-        for fleet, ids in ((self.violations, record.violations), (self.warnings, record.warnings)):
-            for invariant in ids:
-                vector[4] = semconv.bounded_invariant(invariant)
-                fleet.family.inc(fleet.key(vector))
+    def _new_key(self, keys: dict[tuple[str, str], Key], base: tuple[str, str, str, str], slot: tuple[str, str]
+                 ) -> Key:
+        """The label key of the family named `slot[0]` for `base` and the side or invariant `slot[1]` (cached)."""
+        key = keys[slot] = self._fleet[slot[0]].key((*base, slot[1]))
+        return key

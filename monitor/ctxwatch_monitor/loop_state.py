@@ -15,7 +15,8 @@ A loop's `status` is one of `STATUSES` (docs/monitor.md, "Loop status", has the 
 
 Per loop it also keeps, with no content (ids, decisions, counts only): counts per invariant and
 decision, orphans the applied rewrites left and the refused ones would have left, the last refusal,
-when the loop was flagged, halted, blocked, and the invariant ids of each history entry. `OncallState`
+when the loop was flagged, halted, blocked, the invariant ids of each history entry, and what its rewrites cost
+the provider's prompt cache (`cache`: the span figures of `semconv.CACHE_FIGURES` summed). `OncallState`
 is one small object per loop, persisted as JSON (`to_json` / `from_json`).
 """
 
@@ -41,6 +42,8 @@ PASS_CAP = "pass_cap"
 _INVARIANT_BITS = {name: 1 << i for i, name in enumerate(INVARIANTS)}
 _OTHER_BIT = 1 << len(INVARIANTS)
 _compact = json.JSONEncoder(separators=(",", ":")).encode
+_INT64_MAX = 2**63 - 1
+CACHE_FIELDS = ("invalidated_chars", "invalidated_tokens", "read_tokens", "creation_tokens")  # semconv.CACHE_FIGURES
 
 
 def invariant_mask(invariants: tuple[str, ...] | list[str]) -> int:
@@ -62,7 +65,7 @@ class OncallState:
 
     __slots__ = ("status", "before_idle", "counts", "orphans_left", "orphans_refused", "last_refusal",
                  "streak_mask", "streak", "applied_since_refusal", "halted_time", "blocked_time", "blocked_reason",
-                 "alarm_end", "masks")
+                 "alarm_end", "masks", "cache")
 
     def __init__(self) -> None:
         self.status = HEALTHY
@@ -78,6 +81,7 @@ class OncallState:
         self.blocked_reason: str | None = None
         self.alarm_end: float | None = None      # when the loop last left an alarming status (resolved or idle)
         self.masks: dict[int, int] | None = None  # history entry number -> invariant mask (non-zero only)
+        self.cache: list[int] | None = None      # the cache figures summed, in the order of CACHE_FIELDS
         # (both dicts made on first use: most loops never have a refusal, and a loop stays under 2 KB)
 
     # --- following the spans ------------------------------------------------------------------------
@@ -91,6 +95,9 @@ class OncallState:
             for name in record.violations:
                 per_decision = counts.setdefault(semconv.bounded_invariant(name), {})
                 per_decision[record.decision] = per_decision.get(record.decision, 0) + 1
+        if any(record.cache):
+            self.cache = [min(a + b, _INT64_MAX) for a, b in zip(self.cache or (0,) * len(CACHE_FIELDS), record.cache,
+                                                                 strict=True)]
         orphans = record.orphans_tool_use + record.orphans_tool_result
         if entry is not None and mask:
             masks = self.masks = self.masks or {}
@@ -159,6 +166,10 @@ class OncallState:
             return None
         return "stopped" if self.status == IDLE else "resolved"
 
+    def cache_costs(self) -> dict[str, int]:
+        """The loop's cache figures summed, by name (`CACHE_FIELDS`; all 0 when none was reported)."""
+        return dict(zip(CACHE_FIELDS, self.cache or (0,) * len(CACHE_FIELDS), strict=True))
+
     def invariants_of(self, entry: int) -> list[str]:
         return mask_invariants(self.masks.get(entry, 0)) if self.masks else []
 
@@ -170,7 +181,7 @@ class OncallState:
                 "applied_since_refusal": self.applied_since_refusal,
                 "halted_time": self.halted_time, "blocked_time": self.blocked_time,
                 "blocked_reason": self.blocked_reason, "alarm_end": self.alarm_end,
-                "masks": {str(k): v for k, v in (self.masks or {}).items()}}
+                "masks": {str(k): v for k, v in (self.masks or {}).items()}, "cache": self.cache}
 
     def to_json(self) -> str:
         return _compact(self.to_dict())
@@ -185,8 +196,14 @@ class OncallState:
         if not isinstance(data, dict) or data.get("status") not in STATUSES:
             raise ValueError("column oncall: not an on-call state")
         for name in cls.__slots__:
-            if name in data and name not in ("masks", "counts"):
+            if name in data and name not in ("masks", "counts", "cache"):
                 setattr(state, name, data[name])
         state.counts = data.get("counts") or None
         state.masks = {int(k): int(v) for k, v in data.get("masks", {}).items()} or None
+        cache = data.get("cache")
+        if cache is not None:
+            if not (isinstance(cache, list) and len(cache) == len(CACHE_FIELDS)
+                    and all(type(v) is int and 0 <= v <= _INT64_MAX for v in cache)):
+                raise ValueError("column oncall: cache is not a list of 4 token counts")
+            state.cache = cache
         return state

@@ -25,10 +25,12 @@ from .loop_state import ALARMING, OncallState
 from .ordering import LoopOrder
 
 # 23 bytes: time (s after the loop's first_seen, float32: ms precision for hours, s after a year), d, r,
-# literals before and lost (uint16, saturating), detector cycle (0: not fed), decision, kind, state
+# literals before and lost (uint16, saturating), detector cycle (0: not fed; uint32, saturating: a guard may
+# report any int64 as its cycle), decision, kind, state
 _ENTRY = struct.Struct("<fffHHIBBB")
 ENTRY_SIZE = _ENTRY.size
 _U16 = 0xFFFF
+_U32 = 0xFFFFFFFF
 _KINDS = list(MUTATION_KINDS)
 _KIND_CODES = {kind: i for i, kind in enumerate(MUTATION_KINDS)}
 _DECISION_CODES = {decision: i for i, decision in enumerate(DECISIONS)}
@@ -87,8 +89,9 @@ class LoopState:
     def record(self, capacity: int, time: float, kind: str, decision: str, d: float | None, r: float | None,
                before: int, lost: int, cycle: int) -> None:
         """Append one history entry, overwriting the oldest once `capacity` entries are kept."""
-        packed = _ENTRY.pack(time - self.first_seen, _f32(d), _f32(r), min(before, _U16), min(lost, _U16), cycle,
-                             _DECISION_CODES[decision], _KIND_CODES.get(kind, _OTHER_KIND), _STATE_CODES[self.state])
+        packed = _ENTRY.pack(time - self.first_seen, _f32(d), _f32(r), min(before, _U16), min(lost, _U16),
+                             min(cycle, _U32), _DECISION_CODES[decision], _KIND_CODES.get(kind, _OTHER_KIND),
+                             _STATE_CODES[self.state])
         if self.entries < capacity:
             self.history += packed
         else:

@@ -27,7 +27,7 @@ loop sets its episode directly.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ctxwatch import semconv
@@ -51,6 +51,11 @@ _encode = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dum
 def _stored(record: MutationRecord) -> list[Any]:
     return [record.kind, record.decision, record.d, record.before, record.lost, record.guard_state, record.episode,
             record.sequence, record.guard_cycle, record.loop_id, record.service, record.agent, record.end_ns]
+
+
+def _by_sequence(records: Iterable[MutationRecord]) -> dict[int, MutationRecord]:
+    """Held spans by their sequence (only numbered spans are ever held)."""
+    return {r.sequence: r for r in records if r.sequence is not None}
 
 
 def _record(stored: list[Any]) -> MutationRecord:
@@ -111,8 +116,8 @@ class LoopOrder:
             order.since, order.candidate = data.get("since"), data.get("candidate")
             order.reason, order.gap = data.get("reason"), data.get("gap")
             order.candidate_seen = data.get("candidate_seen", 0.0)
-            order.pending = {r.sequence: r for r in map(_record, data.get("pending", ()))}
-            order.candidates = {r.sequence: r for r in map(_record, data.get("candidates", ()))}
+            order.pending = _by_sequence(map(_record, data.get("pending", ())))
+            order.candidates = _by_sequence(map(_record, data.get("candidates", ())))
         return order
 
 
@@ -135,6 +140,8 @@ class Sequencer:
         candidate episode) or LATE (counted by the caller, not applied)."""
         order: LoopOrder = loop.order
         sequence = record.sequence
+        if sequence is None:
+            raise ValueError("only a numbered span is sequenced (the engine applies the others directly)")
         if sequence == order.next and record.episode == loop.episode and not order.pending:  # the usual case
             order.next, order.seen = sequence + 1, now
             self._apply(loop, record, now)
@@ -184,6 +191,8 @@ class Sequencer:
 
     def _candidate(self, loop: Any, record: MutationRecord, now: float) -> bool:
         order: LoopOrder = loop.order
+        if record.sequence is None:
+            raise ValueError("only a numbered span is held as a candidate")
         if order.candidate != record.episode:
             order.candidate, order.candidates = record.episode, {}
         order.candidate_seen = now

@@ -24,7 +24,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from ctxwatch.contraction import STATES
 
@@ -169,7 +169,7 @@ class Database:
         except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
             self._corrupt(row, f"{type(exc).__name__}: {str(exc)[:120]}")
 
-    def _corrupt(self, row: dict[str, Any], problem: str) -> Any:
+    def _corrupt(self, row: dict[str, Any], problem: str) -> NoReturn:
         raise StateFileError(f"state file {self.path!r}: table loops, row loop_id={str(row['loop_id'])[:80]!r}: "
                              f"{problem} (corrupt row; fix or delete it, or start with another state file)")
 

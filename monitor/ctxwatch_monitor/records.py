@@ -4,9 +4,9 @@ A span is a mutation span when it carries `ctxwatch.mutation.kind`; any other sp
 LLM call, a span that only inherits `ctxwatch.loop.id` from its resource) is ignored, so the
 monitor can sit behind a collector that forwards everything. A mutation span with an attribute of
 the wrong type, a negative, NaN or infinite figure, an unknown decision or an oversized string is
-rejected with a message naming the span's position and the attribute (OTLP `partial_success`);
-so is an integer outside int64 or a string that is not valid UTF-8 (see `otlp.Invalid`), so nothing
-stored can fail to be written to the state file, the API or /metrics later.
+rejected with a message naming the span's position and the attribute (OTLP `partial_success`).
+An integer outside int64 or a string that is not valid UTF-8 never gets here (`otlp_codec` rejects the span
+while decoding it), so nothing stored can fail to be written to the state file, the API or /metrics later.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from ctxwatch import semconv
 from ctxwatch.report import DECISIONS
 
-from .otlp import INVALID, NOT_UTF8, Invalid, RawSpan
+from .otlp_codec import RawSpan
 
 RESOURCE_SERVICE_NAME = "service.name"
 AGENT_NAME = semconv.GENAI_V1_41.agent_name
@@ -30,7 +30,7 @@ MAX_LIST_LENGTH = 64         # entries in ctxwatch.violations / ctxwatch.warning
 _INT_KEYS = frozenset({
     semconv.PASS_NUMBER, semconv.PASS_CAP, semconv.LITERALS_BEFORE, semconv.LITERALS_LOST,
     semconv.ORPHANS_TOOL_USE, semconv.ORPHANS_TOOL_RESULT, semconv.EPISODE, semconv.SEQUENCE,
-    semconv.CONTRACTION_CYCLE, semconv.SIZE_AFTER,
+    semconv.CONTRACTION_CYCLE, semconv.SIZE_AFTER, *semconv.CACHE_FIGURES,
 })
 _STRING_LIMITS = {
     semconv.LOOP_ID: MAX_ID_LENGTH, semconv.SERVICE_NAME: MAX_ID_LENGTH, AGENT_NAME: MAX_ID_LENGTH,
@@ -53,15 +53,18 @@ class MutationRecord:
 
     __slots__ = ("loop_id", "service", "agent", "kind", "decision", "pass_number", "pass_cap", "d", "before",
                  "lost", "orphans_tool_use", "orphans_tool_result", "violations", "warnings", "guard_state",
-                 "episode", "end_ns", "sequence", "guard_cycle", "size_after", "error_type")
+                 "episode", "end_ns", "sequence", "guard_cycle", "size_after", "error_type", "cache")
 
     def __init__(self, attrs: dict[str, Any], end_ns: int) -> None:
         """`attrs` are the span's type-checked attributes; `validate` checks the rest and fills in
         the loop id and service from the resource when the span has none."""
         get = attrs.get
-        self.loop_id, self.service, self.end_ns = get(semconv.LOOP_ID), get(semconv.SERVICE_NAME), end_ns
-        self.agent = get(AGENT_NAME) or ""
-        self.kind, self.decision = get(semconv.MUTATION_KIND), get(semconv.DECISION)
+        self.loop_id: str = get(semconv.LOOP_ID) or ""
+        self.service: str = get(semconv.SERVICE_NAME) or ""
+        self.end_ns = end_ns
+        self.agent: str = get(AGENT_NAME) or ""
+        self.kind: str = get(semconv.MUTATION_KIND) or ""
+        self.decision: str = get(semconv.DECISION) or ""
         self.pass_number, self.pass_cap = get(semconv.PASS_NUMBER), get(semconv.PASS_CAP)
         self.before, self.lost = get(semconv.LITERALS_BEFORE) or 0, get(semconv.LITERALS_LOST) or 0
         self.orphans_tool_use = get(semconv.ORPHANS_TOOL_USE) or 0
@@ -69,12 +72,14 @@ class MutationRecord:
         d = get(semconv.HASH_DISTANCE)
         self.d = None if d is None else float(d)
         self.violations, self.warnings = get(semconv.VIOLATIONS) or (), get(semconv.WARNINGS) or ()
-        self.guard_state = get(semconv.CONTRACTION_STATE)
+        self.guard_state: str | None = get(semconv.CONTRACTION_STATE)
         self.episode = get(semconv.EPISODE) or 0
         self.sequence: int | None = get(semconv.SEQUENCE)       # None: a guard that does not number its spans
         self.guard_cycle: int | None = get(semconv.CONTRACTION_CYCLE)
         self.size_after: int | None = get(semconv.SIZE_AFTER)  # None: a guard that does not send it
         self.error_type: str | None = get(ERROR_TYPE)           # the class the guard raised, on abort and halt
+        # what the mutation cost the provider's prompt cache, in the order of semconv.CACHE_FIGURES (0: not sent)
+        self.cache: tuple[int, ...] = tuple(get(name) or 0 for name in semconv.CACHE_FIGURES)
 
     @property
     def loss_rate(self) -> float | None:
@@ -90,16 +95,12 @@ class MutationRecord:
 
 
 def _type_name(value: Any) -> str:
-    if isinstance(value, Invalid):
-        return "an invalid AnyValue"
     return {str: "string", bool: "bool", int: "int", float: "double", bytes: "bytes", list: "array",
             dict: "kvlist"}.get(type(value), type(value).__name__)
 
 
 def _problem(key: str, value: Any) -> str | None:
     """What is wrong with one attribute value (None when it is acceptable)."""
-    if isinstance(value, Invalid) and value is not INVALID:
-        return value.problem
     kind = type(value)
     limit = _STRING_LIMITS.get(key)
     if limit is not None:
@@ -125,8 +126,6 @@ def _resource_string(span: RawSpan, key: str) -> str:
     value = span.resource.get(key)
     if value is None:
         return ""
-    if value is NOT_UTF8:
-        raise Rejected(f"{span.where}: resource attribute {key} {NOT_UTF8.problem}")
     if type(value) is not str or len(value) > MAX_ID_LENGTH:
         raise Rejected(f"{span.where}: resource attribute {key} must be a string of at most {MAX_ID_LENGTH} "
                        f"characters, got {_type_name(value)}")
@@ -161,15 +160,17 @@ def validate(span: RawSpan) -> MutationRecord | None:
     if not record.kind:
         raise Rejected(f"{where}: attribute {semconv.MUTATION_KIND} is empty")
     if record.decision not in _DECISIONS:
-        shown = "nothing" if record.decision is None else repr(record.decision)
+        sent = attrs.get(semconv.DECISION)
+        shown = "nothing" if sent is None else repr(sent)
         raise Rejected(f"{where}: attribute {semconv.DECISION} must be one of {', '.join(DECISIONS)}, got {shown}")
     if record.sequence == 0:
         raise Rejected(f"{where}: attribute {semconv.SEQUENCE} must be >= 1, got 0")
     if record.lost > record.before:
         raise Rejected(f"{where}: {semconv.LITERALS_LOST} ({record.lost}) exceeds {semconv.LITERALS_BEFORE} "
                        f"({record.before})")
-    if not record.loop_id:
-        record.loop_id = _resource_string(span, semconv.LOOP_ID)
+    if not record.loop_id:  # the resource's, by the one fallback rule (checked as a string first)
+        resource = {semconv.LOOP_ID: _resource_string(span, semconv.LOOP_ID)}
+        record.loop_id = semconv.resolve_loop_id(attrs, resource) or ""
         if not record.loop_id:
             raise Rejected(f"{where}: no {semconv.LOOP_ID} on the span or its resource")
     if not record.service:

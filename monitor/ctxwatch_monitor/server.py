@@ -18,9 +18,10 @@ import contextlib
 import resource
 import socket
 import sys
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 
 import uvicorn
+from fastapi import FastAPI
 
 from .app import create_app
 from .config import ConfigError, MonitorConfig, load_config
@@ -61,11 +62,12 @@ def _bind(config: MonitorConfig) -> socket.socket:
         raise ConfigError(f"cannot listen on {config.host}:{config.port}: {exc.strerror}") from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the monitor until interrupted (see the module docstring for exit codes)."""
+def main(argv: Sequence[str] | None = None, app_factory: Callable[[MonitorConfig], FastAPI] = create_app) -> int:
+    """Run the monitor until interrupted (see the module docstring for exit codes). `app_factory` builds
+    the app from the configuration (`create_app`; a benchmark may add routes of its own)."""
     try:
         config = load_config(argv)
-        app = create_app(config)
+        app = app_factory(config)
         sock = _bind(config)
         grpc_server, grpc_port = None, config.grpc_listen_port
         if grpc_port is not None:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,7 @@ from ctxwatch.demo.monitor_process import MonitorClient, MonitorProcess
 
 @pytest.fixture
 def monitor() -> Iterator[MonitorClient]:
-    process = MonitorProcess(0, Path(":memory:"))
+    process = MonitorProcess(":memory:", "--grpc-port", "off").start()
     try:
         yield process.client
     finally:

@@ -10,7 +10,8 @@ one behaviour an alert is about (service ``fleet``):
   orphaner      record 000: prunes that drop a tool result and keep its call (abort, orphans)
   editor        record 001: a system-prompt patch of the pinned policy (abort, policy_isolation)
   capped        record 001: prunes in a row past the pinned pass cap (abort, pass_cap)
-  deferrer      record 000 row 2: compactions of the consumed prefix in whole pairs (defer; the queue grows)
+  deferrer      record 000 row 2: compactions of the consumed prefix in whole pairs (defer; the queue grows);
+                its provider serves the unchanged prefix from its prompt cache (issue 16: deferral saves it)
 
 A loop is a generator performing one mutation per `next()`, so `Fleet.step()` advances every loop by
 one cycle and the load reaches Prometheus spread over several scrapes (counters then have rates).
@@ -29,7 +30,8 @@ from dataclasses import dataclass, field
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from ctxwatch import semconv
+from ctxwatch import ProviderCache, semconv
+from ctxwatch.cache import estimate_tokens
 from ctxwatch.guard import ContextGuard
 from ctxwatch.model import Message
 from ctxwatch.simulate.loops import SyntheticLoop, absorption_loop, summarizing_loop
@@ -110,6 +112,8 @@ def deferrer(loop_id: str, seed: int, telemetry: MutationTelemetry, cycles: int)
     guard = _guard(loop_id, "deferrer", telemetry)
     messages = _session(loop_id)
     for t in range(cycles):
+        # the answer's usage: the provider read the prefix it was sent last time from its cache
+        guard.note_provider_cache(ProviderCache(read_tokens=estimate_tokens(sum(m.size for m in messages))))
         messages += tool_turn(f"call_{seed}_{t}", "lookup_customer", f'{{"customer": {seed}{t:02d}}}', row=t)
         guard.observe(messages, boundary=len(messages))
         # the oldest tool round, summarised in whole pairs: it alters the consumed prefix

@@ -10,7 +10,7 @@ import yaml
 from mixin_stack import RULE_FILES
 
 from ctxwatch_monitor.instruments import Instruments
-from ctxwatch_monitor.metrics import Histogram
+from ctxwatch_monitor.metric_store import Histogram
 
 # PromQL words that look like metric names once labels, strings, ranges and numbers are removed
 PROMQL_WORDS = {"sum", "rate", "increase", "unless", "offset", "and", "or", "absent", "histogram_quantile", "count",

@@ -1,6 +1,9 @@
-"""The Grafana dashboards and their provisioning, checked without Grafana (issue 6).
+"""The Grafana dashboards and their provisioning, checked without Grafana (issue 6); the mixin they are
+generated from with the rules and alerts (issue 17).
 
-The committed JSON equals a fresh generation by dashboards/grafana/generate.py; every dashboard is at
+The committed rules, alerts and dashboards equal a fresh generation by dashboards/generate.py, and a
+changed threshold, job selector or runbook URL in the mixin's config reaches every file that names it;
+every dashboard is at
 the current schema version, names the provisioned datasource by its uid, lays its panels out without
 overlap, reads only metrics the monitor exposes or the rules record, and the per-agent board links to
 the monitor's live page for one loop. (That the expressions return data is shown against a real
@@ -9,19 +12,23 @@ Prometheus in test_stack.py.)
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from mixin_names import known_names, referenced_metrics
-from mixin_stack import DASHBOARDS
+from mixin_stack import DASHBOARDS, RULE_FILES
 
 GRAFANA = DASHBOARDS / "grafana"
 BOARDS = sorted((GRAFANA / "dashboards").glob("*.json"))
+GENERATE = DASHBOARDS / "generate.py"
 SCHEMA_VERSION = 41  # Grafana 11.6 / 12
 
 
@@ -29,24 +36,78 @@ def _board(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def test_committed_json_equals_a_fresh_generation(tmp_path: Path) -> None:
-    check = subprocess.run([sys.executable, str(GRAFANA / "generate.py"), "--check"], capture_output=True, text=True,
-                           timeout=60)
+def _generate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(GENERATE), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_committed_files_equal_a_fresh_generation(tmp_path: Path) -> None:
+    check = _generate("--check")
     assert check.returncode == 0, check.stderr
-    fresh = subprocess.run([sys.executable, str(GRAFANA / "generate.py"), "--out", str(tmp_path)],
-                           capture_output=True, text=True, timeout=60)
+    fresh = _generate("--out", str(tmp_path))
     assert fresh.returncode == 0, fresh.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == [p.name for p in BOARDS]
-    for path in BOARDS:
-        assert (tmp_path / path.name).read_text() == path.read_text(), path.name
+    generated = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    committed = [*(p.relative_to(DASHBOARDS) for p in BOARDS), *(p.relative_to(DASHBOARDS) for p in RULE_FILES)]
+    assert generated == sorted(committed)
+    for name in generated:
+        assert (tmp_path / name).read_text() == (DASHBOARDS / name).read_text(), name
 
 
-def test_check_names_a_stale_dashboard(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, str(GRAFANA / "generate.py"), "--out", str(tmp_path)], check=True, timeout=60)
-    (tmp_path / "ctxwatch-fleet.json").write_text("{}")
-    check = subprocess.run([sys.executable, str(GRAFANA / "generate.py"), "--check", "--out", str(tmp_path)],
-                           capture_output=True, text=True, timeout=60)
-    assert check.returncode == 1 and "ctxwatch-fleet.json" in check.stderr
+@pytest.mark.parametrize("stale", ["grafana/dashboards/ctxwatch-fleet.json",
+                                   "prometheus/rules/ctxwatch-alerts.rules.yml"])
+def test_check_names_a_stale_file(tmp_path: Path, stale: str) -> None:
+    assert _generate("--out", str(tmp_path)).returncode == 0
+    (tmp_path / stale).write_text("{}")
+    check = _generate("--check", "--out", str(tmp_path))
+    assert check.returncode == 1 and stale in check.stderr
+
+
+@pytest.fixture(scope="module")
+def mixin() -> Any:
+    """dashboards/generate.py, imported (it puts the mixin package beside it on the path)."""
+    sys.path.insert(0, str(DASHBOARDS))
+    try:
+        yield importlib.import_module("generate")
+    finally:
+        sys.path.remove(str(DASHBOARDS))
+
+
+def test_one_config_change_reaches_the_rules_alerts_and_panels(mixin: Any) -> None:
+    """The mixin convention: a threshold, the monitors' job selector and the runbook URL are set once."""
+    from mixin.config import DEFAULT, Threshold
+
+    default = mixin.render()
+    changed = mixin.render(replace(DEFAULT, literal_loss_high=Threshold(0.35, "30m"), monitor_job_regex="agents-mon.*",
+                                   runbook_base_url="https://runbooks.example/ctxwatch#"))
+    alerts = {r["alert"]: r for g in yaml.safe_load(changed["prometheus/rules/ctxwatch-alerts.rules.yml"])["groups"]
+              for r in g["rules"]}
+    loss = alerts["CtxwatchLiteralLossHigh"]
+    assert loss["expr"].endswith("> 0.35") and loss["for"] == "30m"
+    assert "Above 35% for 30 minutes" in loss["annotations"]["description"]
+    assert 'up{job=~"agents-mon.*"} == 0' in alerts["CtxwatchMonitorDown"]["expr"]
+    assert all(r["annotations"]["runbook_url"] == "https://runbooks.example/ctxwatch#" + name.lower()
+               for name, r in alerts.items())
+    fleet = changed["grafana/dashboards/ctxwatch-fleet.json"]
+    assert "threshold is 35%" in fleet and "threshold is 20%" in default["grafana/dashboards/ctxwatch-fleet.json"]
+    assert changed["prometheus/rules/ctxwatch-recording.rules.yml"] == default[
+        "prometheus/rules/ctxwatch-recording.rules.yml"]
+
+
+def test_every_selector_is_balanced(mixin: Any) -> None:
+    """No expression of the generated files has an unbalanced brace, bracket or parenthesis."""
+    exprs = [t["expr"] for name, text in mixin.render().items() if name.endswith(".json")
+             for p in json.loads(text)["panels"] for t in p.get("targets", [])]
+    exprs += [r["expr"] for name, text in mixin.render().items() if name.endswith(".yml")
+              for g in yaml.safe_load(text)["groups"] for r in g["rules"]]
+    for expr in exprs:
+        bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+        depth = {"{": 0, "[": 0, "(": 0}
+        for ch in bare:
+            if ch in "{[(":
+                depth[ch] += 1
+            elif ch in "}])":
+                depth["{[("["}])".index(ch)]] -= 1
+                assert min(depth.values()) >= 0, expr
+        assert set(depth.values()) == {0}, expr
 
 
 def test_provisioning_matches_the_dashboards() -> None:

@@ -257,6 +257,20 @@ def test_every_rule_and_panel_expression_returns_data(stack: Stack) -> None:
     assert not empty, "expressions without data:\n" + "\n".join(f"{w}: {e[0]}" for w, e in empty)
 
 
+def test_the_prompt_cache_panel_shows_what_deferral_saved(stack: Stack) -> None:
+    """Issue 16, record 000: the deferrer's compactions of its consumed prefix are all deferred, so they
+    invalidate none of it, while its provider keeps serving that prefix from the cache: the fleet board's
+    prompt-cache panel reads a positive cache-read rate and an invalidated rate of 0 for it."""
+    def rate(rule: str) -> float | None:
+        result = stack.prom.query(f'sum({rule}{{job="{SINGLE}", agent="deferrer"}})')
+        return float(result[0]["value"][1]) if result else None
+
+    wait_for("the deferrer's cache-read rate", lambda: (rate("job_service_agent:ctxwatch_cache_read_tokens:rate5m")
+                                                       or 0) > 0, 60)
+    assert rate("job_service_agent:ctxwatch_cache_invalidated_tokens:rate5m") == 0
+    assert set(stack.fleet.decisions["deferrer-0"]) == {"defer"}
+
+
 # Rules whose value is a level (a gauge summed over replicas): equal exactly, as are the raw counters and
 # histogram buckets behind every rule. Rules over rate()/increase() are extrapolated by Prometheus per scrape
 # target from that target's own sample times, so the sum over two replicas differs from one target's value

@@ -13,9 +13,9 @@ from ctxwatch.contraction import ContractionDetector, CycleVerdict, DetectorConf
 from ctxwatch.guard import ContextGuard
 from ctxwatch.replay import audit_session
 from ctxwatch.simulate.loops import (
+    CONTRACTING_FAMILIES,
     absorption_loop,
     chain_loop,
-    converging_loop,
     folding_loop,
     replacing_loop,
     task_keeping_replacing_loop,
@@ -24,6 +24,7 @@ from ctxwatch.simulate.meter import entered_at, judge
 from ctxwatch.simulate.toolloop import FORMATS, folding_tool_loop, guarded_tool_loop
 
 REPEATS = 5
+ONSET_LOOPS = 120  # as bench/calibrate_alarm.py --loops
 
 
 def _pairs(loop):
@@ -38,14 +39,18 @@ def name(path: Path) -> str:
     return path.name
 
 
-def test_a_converging_summary_chain_alarms_within_two_cycles_of_its_onset_and_never_before():
+@pytest.mark.parametrize("family", sorted(CONTRACTING_FAMILIES))
+def test_a_contracting_family_alarms_within_two_cycles_of_its_onset_in_95_percent_and_never_before(family):
+    """The calibration's onset target, on the calibration's own 120 seeds of each contracting family."""
     delays = []
-    for seed in range(20):
-        loop = converging_loop(seed)
+    for seed in range(ONSET_LOOPS):
+        loop = CONTRACTING_FAMILIES[family](seed)
         judged = judge(_pairs(loop))
         assert all(j.verdict.state == "healthy" for j in judged if j.t < loop.onset), seed
-        delays.append(next(j.t for j in judged if j.verdict.entered) - loop.onset)
-    assert all(0 <= d <= 2 for d in delays), delays
+        entered = next((j.t for j in judged if j.verdict.entered), None)
+        delays.append(None if entered is None else entered - loop.onset)
+    within = sum(d is not None and d <= 2 for d in delays)
+    assert within >= 0.95 * ONSET_LOOPS, (family, within, delays)
 
 
 @pytest.mark.parametrize("make", [replacing_loop, task_keeping_replacing_loop, chain_loop, folding_loop])

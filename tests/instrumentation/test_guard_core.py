@@ -8,6 +8,7 @@ import copy
 import logging
 
 import pytest
+from absorbing import run_absorbing_loop
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -23,8 +24,6 @@ from ctxwatch import (
     PolicyMutationError,
 )
 from ctxwatch.model import Message
-from ctxwatch.simulate.rewriters import InstructionAbsorbingRewriter
-from ctxwatch.simulate.text import TextGen
 from ctxwatch.telemetry import MutationTelemetry
 
 from conversations import assistant, call, in_format, result, system, user
@@ -35,17 +34,9 @@ def contracting_guard(**kw) -> ContextGuard:
     """A guard whose instruction-absorbing compactor has entered the contraction regime (warned only)."""
     guard = ContextGuard("core-contracting", pass_cap=None, detector=DetectorConfig(min_literals=1, enter_cycles=2),
                          enforce={"directive_colocation": "warn", "contraction": "warn"}, **kw)
-    text = TextGen(5)
-    messages = [Message("system", "You are a helpful agent.")]
-    messages += [text.message("user" if i % 2 == 0 else "assistant", 6, 0.6) for i in range(12)]
-    guard.observe(messages, boundary=1)
-    rewriter = InstructionAbsorbingRewriter(0.6)
-    for _ in range(12):
-        report = guard.check(rewriter(guard.messages), kind="compact")
-        if "contraction" in report.warnings:
-            return guard
-        guard.observe(guard.messages + [text.message("user", 3, 0.5)], boundary=1)
-    raise AssertionError("the absorbing compactor never reached the contraction regime")
+    if run_absorbing_loop(guard, 5, lambda report: "contraction" in report.warnings) is None:
+        raise AssertionError("the absorbing compactor never reached the contraction regime")
+    return guard
 
 
 def test_a_relaxed_contraction_finding_does_not_halt_the_loop():

@@ -2,35 +2,13 @@
 the candidate tokens finds exactly what scanning the whole text finds."""
 
 import json
-import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_scans import reference_extract
 
 from ctxwatch import LiteralRegistry, Message
-from ctxwatch.literals import CONTAINER_PATTERNS, DEFAULT_PATTERNS
-
-
-def reference_extract(text: str) -> frozenset[str]:
-    """Every default pattern over the whole text; matches inside longer atomic matches dropped,
-    matches inside containers kept; values with fewer than two letters or digits dropped."""
-    spans = []
-    for name, pattern in DEFAULT_PATTERNS.items():
-        pattern = re.compile(pattern)
-        g = 1 if pattern.groups else 0
-        spans += [(m.start(g), -m.end(g), name in CONTAINER_PATTERNS, m.group(g))
-                  for m in pattern.finditer(text) if m.group(g)]
-    found, reach = set(), -1
-    for start, neg_end, container, value in sorted(spans):
-        if -neg_end <= reach and start < reach:
-            continue
-        if sum(c.isalnum() for c in value) >= 2:
-            found.add(value)
-        if not container:
-            reach = max(reach, -neg_end)
-    return frozenset(found)
-
 
 PIECES = ["INV-20418", "deadbeef12", "3f2a9c1", "550e8400-e29b-41d4-a716-446655440000", "https://x.io/a/b.",
           "/etc/app/config.yaml", "src/app/main.py", "ERR_CONN_RESET", "E1234", "EACCES", "call_7f3a",

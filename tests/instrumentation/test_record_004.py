@@ -69,6 +69,24 @@ def test_pin_keeps_the_defining_lines_and_the_rewrite_passes():
     assert report.decision == "patch", report.explain()
 
 
+def test_completed_steps_no_longer_hold_a_rewrite_back():
+    msgs = planning_session()
+    guard = guard_with_plan()
+    guard.observe(msgs, boundary=0)
+    guard.plan.complete("3")
+    assert [s.status for s in guard.plan.steps] == ["done", "pending"]
+    assert "config_path" not in guard.plan.live_refs()  # only step 3 used it
+    report = guard.check(paraphrased_summary(msgs), kind="compact")
+    assert report.decision == "abort"  # step 4 is still pending and loses its checksum
+    assert next(f for f in report.findings if f.invariant == "plan_reference").details == {
+        "symbols": ["9f86d081884c7d65"], "steps": ["4"]}
+    guard.plan.complete("4")
+    assert guard.plan.live_refs() == {}
+    assert guard.check(paraphrased_summary(msgs), kind="compact").decision == "patch"
+    with pytest.raises(KeyError, match="no plan step"):
+        guard.plan.complete("9")
+
+
 def test_invalidate_lets_the_rewrite_through_and_the_plan_must_be_rebuilt():
     msgs = planning_session()
     guard = guard_with_plan()

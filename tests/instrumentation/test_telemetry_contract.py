@@ -105,7 +105,8 @@ def assert_documented_types(span: ReadableSpan) -> None:
 ALWAYS = {semconv.LOOP_ID, semconv.MUTATION_KIND, semconv.PASS_NUMBER, semconv.DECISION,
           semconv.LITERALS_BEFORE, semconv.LITERALS_LOST, semconv.ORPHANS_TOOL_USE,
           semconv.ORPHANS_TOOL_RESULT, semconv.VIOLATIONS, semconv.WARNINGS, semconv.CONTRACTION_STATE,
-          semconv.MESSAGES_BEFORE, semconv.MESSAGES_AFTER, semconv.SIZE_BEFORE, semconv.SIZE_AFTER}
+          semconv.MESSAGES_BEFORE, semconv.MESSAGES_AFTER, semconv.SIZE_BEFORE, semconv.SIZE_AFTER,
+          semconv.CACHE_INVALIDATED_CHARS, semconv.CACHE_INVALIDATED_TOKENS}
 
 
 # --- each decision ---------------------------------------------------------------------------------

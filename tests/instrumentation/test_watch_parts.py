@@ -1,7 +1,8 @@
 """Issue 18, the parts of ``ctxwatch watch`` one at a time: the tail of a file being written (a
 half-written line waits for its newline, an over-long line is reported and not kept, a resumed tail
 goes on from its offset), the identity of corpus sessions of each agent, the bounded service label,
-the state file, and recorded times on the spans of ``replay --otlp`` (the real SDK, in memory)."""
+the state file, and recorded times on the spans of ``replay --otlp`` (the real SDK, in memory): Claude
+Code records' ``timestamp``; Gemini CLI documents' message ``timestamp``, else ``startTime``/``lastUpdated``."""
 
 from __future__ import annotations
 
@@ -9,17 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
-from corpus_files import jsonl, of_kind
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from backfill_spans import backfilled
+from corpus_files import document, jsonl, of_kind
 
 from ctxwatch import semconv
-from ctxwatch.literals import LiteralRegistry
-from ctxwatch.replay.audit import audit_session
-from ctxwatch.replay.backfill import Backfill
 from ctxwatch.sessions.session import recorded_time_ns
-from ctxwatch.telemetry import MutationTelemetry
 from ctxwatch.watch.identity import OTHER, ServiceLabels, identify
 from ctxwatch.watch.state import FileState, StateError, load_state, save_state
 from ctxwatch.watch.tail import Tail
@@ -94,15 +89,7 @@ def test_recorded_timestamps_are_read_to_the_microsecond() -> None:
 def test_replay_spans_carry_the_time_recorded_in_the_file(corpus: Path) -> None:
     path = next(p for p in of_kind("claude_code", corpus) if any(r.get("subtype") == "compact_boundary"
                                                                 for _, r in jsonl(p)))
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    telemetry = MutationTelemetry(provider, capture_content=False)
-    registry = LiteralRegistry()
-    audit = audit_session(path, registry=registry, observer_for=lambda a: Backfill(
-        telemetry, lambda: None, loop_id=a.loop_id, agent="claude-code", service="s", registry=registry,
-        agent_version="2.1.39"))
-    spans = exporter.get_finished_spans()
+    audit, spans = backfilled(path, "claude-code", "2.1.39")
     stamps = {recorded_time_ns(r["timestamp"]) for _, r in jsonl(path) if "timestamp" in r}
     assert spans and all(s.start_time == s.end_time and s.end_time in stamps for s in spans)
     compactions = [s for s in spans if s.attributes[semconv.MUTATION_KIND] == "compact"]
@@ -110,3 +97,33 @@ def test_replay_spans_carry_the_time_recorded_in_the_file(corpus: Path) -> None:
     assert [s.end_time for s in compactions] == [recorded_time_ns(lines[m.line]["timestamp"])
                                                 for m in audit.mutations if m.kind == "compact"]
     assert {s.attributes["gen_ai.agent.version"] for s in spans} == {"2.1.39"}
+
+
+def gemini_documents(corpus: Path) -> list[Path]:
+    picked = [p for p in of_kind("gemini_cli", corpus) if isinstance(document(p), dict)]
+    if not picked:
+        pytest.skip("no corpus Gemini CLI .json chat document")
+    return picked
+
+
+def test_gemini_cli_document_spans_carry_the_time_of_the_response_they_precede(corpus: Path) -> None:
+    path = gemini_documents(corpus)[0]
+    messages = document(path)["messages"]
+    _, spans = backfilled(path, "gemini-cli")
+    responses = [recorded_time_ns(m.get("timestamp")) for m in messages if m.get("type") == "gemini"]
+    times = [s.end_time for s in spans]
+    assert spans and all(s.start_time == s.end_time for s in spans)
+    assert set(times) <= set(responses) and times == sorted(times)  # as recorded, in order, not when replayed
+
+
+def test_a_gemini_cli_document_without_message_times_is_timed_at_its_start(corpus: Path, tmp_path: Path) -> None:
+    doc = dict(document(gemini_documents(corpus)[0]))
+    doc["messages"] = [{k: v for k, v in m.items() if k != "timestamp"} for m in doc["messages"]]
+    path = tmp_path / "session-untimed.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    _, spans = backfilled(path, "gemini-cli")
+    assert spans and {s.end_time for s in spans} == {recorded_time_ns(doc["startTime"])}
+    del doc["startTime"]
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    _, spans = backfilled(path, "gemini-cli")
+    assert spans and {s.end_time for s in spans} == {recorded_time_ns(doc["lastUpdated"])}

@@ -6,7 +6,10 @@ MockTransport (no network). It answers like the API where the tests need it:
   uses) reports ``applied_edits`` with the number of oldest tool uses it cleared;
   ``compact_20260112`` (trigger in input tokens, estimated as characters / 4) answers with a
   ``compaction`` block before the reply, and later requests are read from the last such block on;
-- the assistant turns come from a script: one list of content blocks per call.
+- the assistant turns come from a script: one list of content blocks per call;
+- prompt caching as the API reports it: the longest run of leading messages equal to the previous
+  request's (after its server edits) is read from the cache (``cache_read_input_tokens``), the rest
+  written to it (``cache_creation_input_tokens``), tokens estimated as JSON characters / 4.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ class FakeAnthropicAPI:
         self._script: Iterator[list[dict]] = iter(script)
         self.summary = summary
         self.requests: list[dict] = []
+        self.cached: list[dict] = []  # what the previous request put in the prompt cache
+        self.cache_reads: list[int] = []
 
     def client(self) -> anthropic.Anthropic:
         return anthropic.Anthropic(api_key="test-key", max_retries=0,
@@ -45,6 +50,7 @@ class FakeAnthropicAPI:
             cleared = uses - clear["keep"]["value"]
             applied.append({"type": "clear_tool_uses_20250919", "cleared_tool_uses": cleared,
                             "cleared_input_tokens": 40 * cleared})
+        read, written = self._cache(_cleared_view(messages, applied))
         content = list(next(self._script))
         compact = edits.get("compact_20260112")
         if compact and len(json.dumps(messages)) / 4 > compact["trigger"]["value"]:
@@ -53,9 +59,37 @@ class FakeAnthropicAPI:
         return httpx.Response(200, json={
             "id": f"msg_{len(self.requests):04d}", "type": "message", "role": "assistant", "model": body["model"],
             "content": content, "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": len(json.dumps(messages)) // 4, "output_tokens": 20},
+            "usage": {"input_tokens": len(json.dumps(messages)) // 4, "output_tokens": 20,
+                      "cache_read_input_tokens": read, "cache_creation_input_tokens": written},
             "context_management": {"applied_edits": applied},
         })
+
+
+    def _cache(self, prompt: list[dict]) -> tuple[int, int]:
+        same = 0
+        while same < min(len(prompt), len(self.cached)) and prompt[same] == self.cached[same]:
+            same += 1
+        self.cached = prompt
+        read = len(json.dumps(prompt[:same])) // 4 if same else 0
+        self.cache_reads.append(read)
+        return read, len(json.dumps(prompt[same:])) // 4
+
+
+def _cleared_view(messages: list[dict], applied: list[dict]) -> list[dict]:
+    """The prompt the model reads after tool-result clearing: the oldest cleared results replaced."""
+    cleared = sum(e.get("cleared_tool_uses", 0) for e in applied)
+    out = []
+    for m in messages:
+        if isinstance(m["content"], list):
+            blocks = []
+            for b in m["content"]:
+                if b["type"] == "tool_result" and cleared > 0:
+                    cleared -= 1
+                    b = {**b, "content": "[cleared]"}
+                blocks.append(b)
+            m = {**m, "content": blocks}
+        out.append(m)
+    return out
 
 
 def _from_last_compaction(messages: list[dict]) -> list[dict]:

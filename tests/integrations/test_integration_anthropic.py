@@ -134,3 +134,22 @@ def test_the_async_client_is_recorded_the_same_way(capture) -> None:
     assert first.content[0].type == "tool_use"
     assert [m["role"] for m in guard.messages] == ["user", "assistant"]
     assert capture.summary() == []
+
+
+def test_each_answer_carries_the_apis_cache_figures_and_a_server_edit_what_it_invalidated(capture) -> None:
+    # issue 16, what rewrites cost: the API's own cache reads and writes ride on the append span of each
+    # answer; the server's clearing of consumed results is the span that says how much it invalidated
+    api = FakeAnthropicAPI(lookups(4))
+    guard = ContextGuard("anthropic-cost", telemetry=capture.telemetry)
+    run_loop(guarded_messages(api.client().beta.messages, guard), betas=BETAS, context_management=CLEAR)
+    noted = [s.attributes for s in capture.appends() if semconv.CACHE_READ_TOKENS in s.attributes]
+    assert [a[semconv.CACHE_READ_TOKENS] for a in noted] == api.cache_reads  # one span per response, in order
+    assert all(a[semconv.CACHE_CREATION_TOKENS] > 0 for a in noted)
+    (prune,) = capture.spans()
+    assert prune.attributes[semconv.CACHE_INVALIDATED_CHARS] > 0
+    assert prune.attributes[semconv.CACHE_INVALIDATED_TOKENS] == -(-prune.attributes[
+        semconv.CACHE_INVALIDATED_CHARS] // 4)
+    # the clearing broke the cached prefix: that call read less from the cache than the one before it
+    cleared_at = len(api.cache_reads) - 1
+    assert api.cache_reads[cleared_at] < api.cache_reads[cleared_at - 1]
+    assert all(a[semconv.CACHE_INVALIDATED_CHARS] == 0 for a in noted)  # appends invalidate nothing

@@ -214,3 +214,30 @@ def test_the_instrumentor_adds_the_guard_to_every_agent_and_is_registered(captur
     import langchain.agents
 
     assert langchain.agents.create_agent is create_agent
+
+
+def with_cache_usage(model: ToolCallingFake) -> list[int]:
+    """Give every scripted answer LangChain's standard usage metadata with cache figures; the reads."""
+    reads = []
+    for i, message in enumerate(model.responses):
+        reads.append(100 * i)
+        message.usage_metadata = {"input_tokens": 400, "output_tokens": 10, "total_tokens": 410,
+                                  "input_token_details": {"cache_read": 100 * i, "cache_creation": 50}}
+    return reads
+
+
+def test_each_answer_carries_its_cache_figures_and_a_summary_what_it_invalidated(capture) -> None:
+    # issue 16, what rewrites cost: usage_metadata's cache figures ride on the answer's append span; the
+    # summarization that rewrote consumed messages says how much consumed context it invalidated
+    guard = trusting_guard(capture, "lc-cost")
+    model = scripted(4)
+    reads = with_cache_usage(model)
+    agent = create_agent(model, [lookup], system_prompt="You track orders.", middleware=guard_middleware(
+        guard, SummarizationMiddleware(summarizer(), trigger=("messages", 6), keep=("messages", 3))))
+    agent.invoke({"messages": [HumanMessage("Where are my orders?", id="human-0")]})
+    noted = [s.attributes for s in capture.appends() if semconv.CACHE_READ_TOKENS in s.attributes]
+    assert [a[semconv.CACHE_READ_TOKENS] for a in noted] == reads
+    assert {a[semconv.CACHE_CREATION_TOKENS] for a in noted} == {50}
+    compact = capture.spans()[0].attributes
+    assert compact[semconv.MUTATION_KIND] == "compact" and compact[semconv.CACHE_INVALIDATED_CHARS] > 0
+    assert compact[semconv.CACHE_INVALIDATED_TOKENS] == -(-compact[semconv.CACHE_INVALIDATED_CHARS] // 4)

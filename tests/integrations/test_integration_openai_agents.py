@@ -144,3 +144,32 @@ def test_a_compaction_keeping_a_tool_output_without_its_call_is_refused_and_roll
     assert "messages with role 'tool' must be a response to a preceding message with 'tool_calls'" in str(refused)
     assert json.dumps(after, sort_keys=True) == json.dumps(before, sort_keys=True)  # the store is back
     assert capture.summary() == [("ctxwatch compact", "abort")]
+
+
+def test_each_models_cached_tokens_ride_on_the_append_of_its_turn(capture) -> None:
+    # issue 16, what rewrites cost: the run's per-request usage (OpenAI Responses'
+    # input_tokens_details.cached_tokens) is noted once per request and carried by the append spans
+    from agents.usage import Usage
+    from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+
+    cached = 384
+    usage = Usage(requests=1, input_tokens=1200, output_tokens=20, total_tokens=1220,
+                  input_tokens_details=InputTokensDetails(cached_tokens=cached, cache_write_tokens=16),
+                  output_tokens_details=OutputTokensDetails(reasoning_tokens=0))
+    model = ScriptedModel([[function_call("lookup", {"order": "A1"}, call_id="call_1")],
+                           [assistant_message("A1 has shipped.")], [assistant_message("You're welcome.")]],
+                          default_usage=usage)
+    guard = ContextGuard("oa-cache", telemetry=capture.telemetry)
+    session = GuardedSession(SQLiteSession("cached"), guard)
+
+    async def scenario():
+        agent = Agent(name="orders", model=model, tools=[lookup])
+        await Runner.run(agent, "Where is A1?", session=session)
+        await Runner.run(agent, "Thanks!", session=session)
+
+    asyncio.run(scenario())
+    reads = [s.attributes[semconv.CACHE_READ_TOKENS] for s in capture.appends()
+             if semconv.CACHE_READ_TOKENS in s.attributes]
+    assert sum(reads) == cached * len(model.calls) == cached * 3  # three model calls, each counted once
+    assert sum(s.attributes.get(semconv.CACHE_CREATION_TOKENS, 0) for s in capture.appends()) == 16 * 3
+    assert capture.summary() == []  # still no context edit

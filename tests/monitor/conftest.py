@@ -1,19 +1,13 @@
 """Fixtures for the monitor tests: the real service as a subprocess, and real OTel SDK senders.
 
-`MonitorProcess` starts `python -m ctxwatch_monitor --port 0` (uvicorn on 127.0.0.1, a free port
-chosen by the kernel, and OTLP/gRPC on another free one), reads the bound URL from its first output
-line and the gRPC address from the second, and waits for /readyz.
+`MonitorProcess` is the one helper that starts `python -m ctxwatch_monitor --port 0` (uvicorn on
+127.0.0.1, a free port chosen by the kernel, and OTLP/gRPC on another free one), reads the bound URL
+from its first output line and the gRPC address from the second, and waits for /readyz.
 `Sender` exports spans through the OpenTelemetry SDK's OTLP/HTTP exporter, as an agent would.
 """
 
 from __future__ import annotations
 
-import os
-import select
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,70 +19,17 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
+import ctxwatch.demo.monitor_process
 from ctxwatch import semconv
 
 AGENT = semconv.GENAI_V1_41.agent_name
-START_TIMEOUT = 60.0
 
 
-class MonitorProcess:
-    """The monitor started as a subprocess on 127.0.0.1 with a free port."""
-
-    def __init__(self, state: Path | str, *args: str, env: Mapping[str, str] | None = None) -> None:
-        self.state, self.args = str(state), list(args)
-        self.env = {**os.environ, **(env or {})}
-        self.proc: subprocess.Popen[str] | None = None
-        self.url = ""
-        self.grpc_target = ""  # host:port of OTLP/gRPC ("" when it is off)
-
-    def start(self) -> MonitorProcess:
-        cmd = [sys.executable, "-m", "ctxwatch_monitor", "--host", "127.0.0.1", "--port", "0",
-               "--state", self.state, "--log-level", "warning", *self.args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env)
-        deadline = time.monotonic() + START_TIMEOUT
-        ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT)
-        line = self.proc.stdout.readline() if ready else ""
-        if "listening on " not in line:
-            self.proc.kill()
-            raise RuntimeError(f"monitor did not start: {line!r} {self.proc.stderr.read()[-2000:]}")
-        self.url = line.strip().rsplit(" ", 1)[-1]
-        if "off" not in self.args:
-            line = self.proc.stdout.readline()  # printed right after the first one (or EOF if it failed)
-            if "OTLP/gRPC listening on " not in line:
-                self.proc.kill()
-                raise RuntimeError(f"monitor did not start OTLP/gRPC: {line!r} {self.proc.stderr.read()[-2000:]}")
-            self.grpc_target = line.strip().rsplit(" ", 1)[-1]
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("monitor did not become ready")
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def stop(self) -> int:
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait(timeout=30)
-
-    def stderr(self) -> str:
-        assert self.proc is not None and self.proc.poll() is not None
-        return self.proc.stderr.read()
+class MonitorProcess(ctxwatch.demo.monitor_process.MonitorProcess):
+    """The monitor's one subprocess helper (`ctxwatch.demo.monitor_process`), with httpx calls."""
 
     def get(self, path: str, **kwargs: Any) -> httpx.Response:
         return httpx.get(self.url + path, timeout=30, **kwargs)
@@ -103,7 +44,7 @@ def monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
     try:
         yield proc
     finally:
-        proc.stop()
+        proc.close(grace_s=30.0)
 
 
 @pytest.fixture
@@ -165,17 +106,11 @@ def healthy_cycles(n: int) -> list[tuple[float, int, int]]:
     return [(0.4 + 0.02 * (i % 5), 30, 0) for i in range(n)]
 
 
+def samples(text: str) -> list[Sample]:
+    """Every sample of a Prometheus text exposition, as prometheus_client's parser reads it."""
+    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+
+
 def metric_value(text: str, name: str, **labels: str) -> float:
-    """Sum of the samples of `name` whose labels include `labels` (Prometheus text format)."""
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith("#") or not line.startswith(name):
-            continue
-        head, _, value = line.rpartition(" ")
-        metric, _, rest = head.partition("{")
-        if metric != name:
-            continue
-        pairs = dict(p.split("=", 1) for p in rest.rstrip("}").split(",") if "=" in p)
-        if all(pairs.get(k) == f'"{v}"' for k, v in labels.items()):
-            total += float(value)
-    return total
+    """Sum of the samples named `name` (`_total`, `_count` included) whose labels include `labels`."""
+    return sum(s.value for s in samples(text) if s.name == name and labels.items() <= s.labels.items())

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+from absorbing import run_absorbing_loop
 from conftest import MonitorProcess, Sender, contracting_cycles, healthy_cycles, metric_value
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -22,7 +23,7 @@ from ctxwatch import semconv
 from ctxwatch.contraction import ContractionDetector, DetectorConfig
 from ctxwatch.guard import ContextGuard
 from ctxwatch.model import Message
-from ctxwatch.simulate.rewriters import ExtractiveSummarizer, InstructionAbsorbingRewriter
+from ctxwatch.simulate.rewriters import ExtractiveSummarizer
 from ctxwatch.simulate.text import TextGen
 from ctxwatch.telemetry.mutation import MutationTelemetry
 
@@ -126,15 +127,7 @@ def _guarded_loop(provider: TracerProvider, loop_id: str, seed: int) -> ContextG
     guard = ContextGuard(loop_id, agent="absorber", service="guarded", pass_cap=None,
                          enforce={"directive_colocation": "warn"}, detector=DetectorConfig(**SENSITIVE),
                          telemetry=MutationTelemetry(tracer_provider=provider))
-    text = TextGen(seed)
-    messages = [Message("system", "You are a helpful agent.")]
-    messages += [text.message("user" if i % 2 == 0 else "assistant", 6, 0.6) for i in range(12)]
-    guard.observe(messages, boundary=1)
-    rewriter = InstructionAbsorbingRewriter(0.6)
-    for _ in range(12):
-        if guard.check(rewriter(guard.messages), kind="compact").decision == "halt":
-            break
-        guard.observe(guard.messages + [text.message("user", 3, 0.5)], boundary=1)
+    run_absorbing_loop(guard, seed, lambda report: report.decision == "halt")
     return guard
 
 

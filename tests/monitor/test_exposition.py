@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from prometheus_client.registry import CollectorRegistry
 
 from ctxwatch_monitor.instruments import Instruments
-from ctxwatch_monitor.metrics import MetricSet
+from ctxwatch_monitor.metric_store import MetricSet
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"
 

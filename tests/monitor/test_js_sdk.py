@@ -3,9 +3,10 @@
 Real guards (the demo fleet's loops, healthy and contracting, some over two episodes) run here; their
 spans' names and attributes go to a Node script (tests/monitor/js/export_spans.js) that makes the same
 spans with the stock JS SDK and exports them through its `BatchSpanProcessor` and the OTLP/HTTP
-protobuf exporter. The batch size is small and nothing but the first batch leaves before `forceFlush()`,
-which then sends every pending batch at once, in parallel (24 of them, under the exporter's default
-limit of 30 concurrent exports, past which it drops spans): the arrival order the issue saw move alarms. The monitor's
+protobuf exporter, or its OTLP/HTTP JSON one (hex ids, integers as JSON numbers). The batch size is
+small and nothing but the first batch leaves before `forceFlush()`, which then sends every pending
+batch at once, in parallel (24 of them, under the exporter's default limit of 30 concurrent exports, past
+which it drops spans): the arrival order the issue saw move alarms. The monitor's
 per-loop state, episode, cycle count and alarm cycle must equal each guard's.
 
 The npm packages (tests/monitor/js/package.json, exact versions) are installed once with `npm
@@ -64,7 +65,8 @@ def _json_attributes(attributes: dict) -> dict:
     return {key: list(value) if isinstance(value, tuple) else value for key, value in attributes.items()}
 
 
-def test_js_sdk_force_flush_of_many_batches(tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", ["proto", "json"])
+def test_js_sdk_force_flush_of_many_batches(tmp_path: Path, protocol: str) -> None:
     modules = node_modules()
     fleet = Fleet(seed=11)
     spans = interleaved(fleet.take())
@@ -76,7 +78,8 @@ def test_js_sdk_force_flush_of_many_batches(tmp_path: Path) -> None:
     # outlast how far apart the parallel batches land on a loaded machine (0.3 s did not, once)
     monitor = MonitorProcess(tmp_path / "state.sqlite3", "--order-wait", "10").start()
     try:
-        proc = subprocess.run(["node", str(JS / "export_spans.js"), monitor.url, str(spans_file), str(batch_size)],
+        proc = subprocess.run(["node", str(JS / "export_spans.js"), monitor.url, str(spans_file), str(batch_size),
+                               protocol],
                               capture_output=True, text=True, timeout=300, env={"NODE_PATH": str(modules),
                                                                                 "PATH": "/usr/bin:/bin"})
         assert proc.returncode == 0, proc.stderr

@@ -24,7 +24,7 @@ from ctxwatch.otlp import build
 from ctxwatch.telemetry import MutationTelemetry
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
-IDLE_AFTER, RETENTION = 8.0, 4.0
+IDLE_AFTER, RETENTION = 25.0, 4.0  # long enough that the fleet stays live while the page is checked under load
 ROUNDS = 14
 # the designed failures: agent -> (the invariant its guard refuses, the statuses its refused loops may show)
 FAILURES = {
@@ -39,6 +39,11 @@ ALARM_ROWS = """[...document.querySelectorAll('#alarms li[data-loop-id]')].map(l
     refusal: li.querySelector('.refusal').textContent}))"""
 LOOP_ROWS = """Object.fromEntries([...document.querySelectorAll('#loops tbody tr')].map(tr =>
     [tr.dataset.loopId, {status: tr.dataset.status, refusal: tr.querySelector('.refusal-cell').textContent}]))"""
+
+CACHE_CELLS = """Object.fromEntries([...document.querySelectorAll('#loops tbody tr')].map(tr => {
+    const cell = tr.querySelector('.cache-cell');
+    return [tr.dataset.loopId, {invalidated: cell.dataset.invalidated, read: cell.dataset.read,
+                                text: cell.textContent}]; }))"""
 
 
 def _run_fleet(url: str) -> Fleet:
@@ -102,6 +107,16 @@ def test_the_demo_fleet_shows_each_failure_in_its_own_state(tmp_path: Path, brow
                 assert row["refusal"].startswith("last refusal: " + lp["last_refusal"]["decision"] + " by ")
                 assert all(inv in row["refusal"] for inv in lp["last_refusal"]["invariants"]), row
         assert not any(lp["loop_id"] in alarms for agent in HEALTHY for lp in by_agent[agent])
+        # what rewrites cost (issue 16): the prompt-cache column shows each loop's sums as the API has them;
+        # every loop's simulated provider served its prefix from the cache, and the compactor's whole-pair
+        # compactions of the consumed prefix invalidated some of it
+        cells = browser.evaluate(CACHE_CELLS)
+        assert cells == {i: {"invalidated": str(lp["cache"]["invalidated_tokens"]),
+                             "read": str(lp["cache"]["read_tokens"]),
+                             "text": f"{lp['cache']['invalidated_tokens']:,} / {lp['cache']['read_tokens']:,}"}
+                         for i, lp in loops.items()}
+        assert all(lp["cache"]["read_tokens"] > 0 for lp in loops.values())
+        assert any(lp["cache"]["invalidated_tokens"] > 0 for lp in by_agent["ops-compactor"])
         browser.screenshot(tmp_path / "fleet-alarms.png")
 
         # a deep link to a halted loop: on top, its chart marks flag and halt, with the legend

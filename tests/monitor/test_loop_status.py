@@ -1,8 +1,10 @@
 """Every on-call status transition (docs/monitor.md, "Loop status") through the real monitor.
 
 Spans come from the OpenTelemetry SDK's OTLP/HTTP exporter, as a guard's would; the monitor runs as a
-subprocess with short `idle_after` and `alarm_retention`, so a loop that stops sending goes idle and
-ages out of the alarm list within the test, and a loop that resumes comes back with its status.
+subprocess. The idle test's monitor has a short `idle_after` and `alarm_retention`, so a loop that stops
+sending goes idle and ages out of the alarm list within the test, and a loop that resumes comes back with
+its status; the other tests' monitor has long ones, so a slow machine never turns their loops idle
+between two requests.
 """
 
 from __future__ import annotations
@@ -18,13 +20,26 @@ from conftest import MonitorProcess, Sender, contracting_cycles, healthy_cycles,
 from ctxwatch import semconv
 
 ERROR_TYPE = semconv.GENAI_V1_41.error_type
-IDLE_AFTER, RETENTION = 1.5, 3.0
+IDLE_AFTER, RETENTION = 5.0, 8.0  # the idle test's monitor
+STEADY = 3600.0                     # every other test's: no loop goes idle or ages out during a test
+
+
+def started(path: Path, idle_after: float, retention: float) -> MonitorProcess:
+    return MonitorProcess(path, "--idle-after", str(idle_after), "--alarm-retention", str(retention)).start()
 
 
 @pytest.fixture
 def monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
-    proc = MonitorProcess(tmp_path / "state.sqlite3", "--idle-after", str(IDLE_AFTER),
-                          "--alarm-retention", str(RETENTION)).start()
+    proc = started(tmp_path / "state.sqlite3", STEADY, STEADY)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def idling_monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
+    proc = started(tmp_path / "state.sqlite3", IDLE_AFTER, RETENTION)
     try:
         yield proc
     finally:
@@ -147,7 +162,15 @@ def test_blocked_by_the_pass_cap_and_by_repeated_refusals(monitor: MonitorProces
     assert alarms(monitor, status="blocked").keys() == {"capped"}
 
 
-def test_a_loop_that_stops_goes_idle_ages_out_and_resumes(monitor: MonitorProcess, sender: Sender) -> None:
+def test_a_loop_that_stops_goes_idle_ages_out_and_resumes(idling_monitor: MonitorProcess) -> None:
+    monitor, sender = idling_monitor, Sender(idling_monitor.url)
+    try:
+        _stops_goes_idle_ages_out_and_resumes(monitor, sender)
+    finally:
+        sender.close()
+
+
+def _stops_goes_idle_ages_out_and_resumes(monitor: MonitorProcess, sender: Sender) -> None:
     refusal(sender, "quiet", "contraction", decision="halt")
     patches(sender, "steady", 2)
     sender.flush()
@@ -157,8 +180,7 @@ def test_a_loop_that_stops_goes_idle_ages_out_and_resumes(monitor: MonitorProces
     assert got["before_idle"] == "halted"
     assert alarms(monitor)["quiet"]["alarm"] == "stopped"
     assert "steady" not in alarms(monitor)  # never alarmed
-    metrics = monitor.get("/metrics").text
-    assert metric_value(metrics, "ctxwatch_loops_by_status", status="idle") == 2
+    wait_for(lambda: metric_value(monitor.get("/metrics").text, "ctxwatch_loops_by_status", status="idle") == 2)
     wait_for(lambda: "quiet" not in alarms(monitor))  # after alarm_retention
     assert loop(monitor, "quiet")["status"] == "idle"  # still tracked, off the list
     sender.mutation("quiet", kind="append")  # it sends again

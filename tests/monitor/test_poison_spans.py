@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from test_bad_input import mutation, request
 
 from ctxwatch import semconv
-from ctxwatch_monitor.metrics import Counter, MetricSet
+from ctxwatch_monitor.metric_store import Counter, MetricSet
 
 JSON = {"Content-Type": "application/json"}
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -126,6 +126,22 @@ def test_json_integer_outside_int64_is_rejected(server: MonitorProcess, key: str
     for raw in (int(HUGE), 2**63):
         body = json_request(mutation(innocent), mutation(f"json-int-bad-{key}", **{key: {"intValue": raw}}))
         assert "int64" in send(server, body, JSON, innocent)
+
+
+@pytest.mark.parametrize("key", semconv.CACHE_FIGURES)
+@pytest.mark.parametrize("value, problem", [(-1, "must be >= 0"), ("12", "must be an int"), (1.5, "must be an int"),
+                                            (True, "must be an int"), ({"intValue": HUGE}, "int64")])
+def test_a_hostile_cache_figure_is_rejected_alone(server: MonitorProcess, key: str, value: Any, problem: str) -> None:
+    # issue 16: the prompt-cache figures are validated like every other count, per span
+    innocent = f"json-cache-ok-{key}"
+    body = json_request(mutation(innocent, **{key: 7}), mutation(f"json-cache-bad-{key}", **{key: value}))
+    message = send(server, body, JSON, innocent)
+    assert "spans[1]" in message and key in message and problem in message
+    field = dict(zip(semconv.CACHE_FIGURES, ("invalidated_chars", "invalidated_tokens", "read_tokens",
+                                             "creation_tokens"), strict=True))[key]
+    cache = server.get(f"/api/loops/{innocent}").json()["cache"]
+    assert cache[field] % 7 == 0 and cache[field] > 0  # 7 per innocent span sent (one per parameter)
+    assert server.get(f"/api/loops/json-cache-bad-{key}").status_code == 404
 
 
 def test_json_episode_of_ten_to_the_thirty_is_rejected(server: MonitorProcess) -> None:
@@ -249,3 +265,14 @@ def test_a_series_that_cannot_be_written_is_left_out_and_counted() -> None:
         assert 'good_total{agent="a"} 2.0' in text
         assert "huge" not in text
     assert skipped.values[()] == 4  # two series left out of each of the two renders
+
+
+def test_a_guard_cycle_past_uint32_saturates_in_the_history() -> None:
+    """Regression: a held span of `test_protobuf_int64_extremes...` (ctxwatch.contraction.cycle = 2^63 - 1)
+    applied once its gap was given up made the packed history entry raise struct.error in the gap-expiry task."""
+    from ctxwatch_monitor.loops import LoopState
+
+    loop = LoopState("pb-int64-max", "svc", "agent", ("svc", "agent"), "healthy", None, 0.0)
+    loop.record(10, 1.0, "compact", "patch", 0.3, 0.1, 2**63 - 1, 2**63 - 1, 2**63 - 1)
+    (entry,) = loop.cycles_in_order()
+    assert (entry.cycle, entry.literals_before, entry.literals_lost) == (2**32 - 1, 2**16 - 1, 2**16 - 1)

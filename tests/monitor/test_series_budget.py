@@ -14,17 +14,13 @@ import time
 from pathlib import Path
 
 import httpx
-from conftest import MonitorProcess, Sender, metric_value
+from conftest import MonitorProcess, Sender, metric_value, samples
 
 from ctxwatch import semconv
 
 FAMILY_PREFIXES = ("ctxwatch_mutations_total", "ctxwatch_rewrite_", "ctxwatch_lost_literals_total", "ctxwatch_loops",
                    "ctxwatch_contraction_onsets_total", "ctxwatch_deferrals_total", "ctxwatch_orphaned_",
                    "ctxwatch_invariant_")
-
-
-def _samples(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line and not line.startswith("#")]
 
 
 def _fleet(sender: Sender, agents: int, services: int) -> int:
@@ -46,8 +42,8 @@ def test_default_budget_bounds_100_agents_by_20_services(monitor: MonitorProcess
     sent = _fleet(sender, agents=100, services=20)
     sender.close()
     text = monitor.get("/metrics").text
-    samples = _samples(text)
-    assert len(samples) <= 20_000, len(samples)
+    all_samples = samples(text)
+    assert len(all_samples) <= 20_000, len(all_samples)
     overflowed = metric_value(text, "ctxwatch_monitor_series_overflow_total")
     assert overflowed > 0
     assert metric_value(text, "ctxwatch_monitor_series_overflow_total", metric="ctxwatch_rewrite_hash_distance") > 0
@@ -59,7 +55,7 @@ def test_default_budget_bounds_100_agents_by_20_services(monitor: MonitorProcess
     assert metric_value(text, "ctxwatch_loops", agent="agent-0", service="service-0") == 1
     # per metric: no family holds more than the per-metric budget
     for prefix in ("ctxwatch_rewrite_hash_distance", "ctxwatch_mutations_total"):
-        assert len([s for s in samples if s.startswith(prefix)]) <= 5_000
+        assert len([s for s in all_samples if s.name.startswith(prefix)]) <= 5_000
 
 
 def test_small_budget_holds_after_restart(tmp_path: Path) -> None:
@@ -80,7 +76,7 @@ def test_small_budget_holds_after_restart(tmp_path: Path) -> None:
     finally:
         restarted.stop()
     for text in (before, after):
-        budgeted = [s for s in _samples(text) if s.startswith(FAMILY_PREFIXES)]
+        budgeted = [s.name for s in samples(text) if s.name.startswith(FAMILY_PREFIXES)]
         assert len(budgeted) <= 3000, len(budgeted)
         assert metric_value(text, "ctxwatch_mutations_total") == sent
         assert len([s for s in budgeted if s.startswith("ctxwatch_mutations_total")]) <= 1200
@@ -140,7 +136,7 @@ def test_label_less_self_metrics_have_a_sample_before_the_first_export(monitor: 
     for name in ("ctxwatch_monitor_spans_accepted_total", "ctxwatch_monitor_spans_rejected_total",
                  "ctxwatch_monitor_spans_ignored_total", "ctxwatch_monitor_loops_tracked",
                  "ctxwatch_monitor_inflight_requests", "ctxwatch_monitor_db_write_duration_seconds_count"):
-        assert any(line.split(" ")[0] == name for line in _samples(text)), name
+        assert any(s.name == name for s in samples(text)), name
 
 
 def test_no_cdn_pages_the_schema_stays(monitor: MonitorProcess) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from ..errors import InvalidContextError
-from ..model import Message, Part, ToolCall, ToolResult
+from ..model import SYSTEM_ROLES, Message, Part, ToolCall, ToolResult
 from . import _shape
 from ._reader import DEFAULT_LIMITS, MISSING, Limits, Reader
 from ._shape import ABSENT, LIST, leftovers, read_content, write_content
@@ -35,7 +35,6 @@ _TEXT = frozenset({"text"})
 _MESSAGE_KEYS = frozenset({"role", "content"})
 _USE_KEYS = frozenset({"type", "id", "name", "input"})
 _RESULT_KEYS = frozenset({"type", "tool_use_id", "content", "is_error"})
-_SYSTEM_ROLES = ("system", "developer")
 
 
 def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Message:
@@ -43,7 +42,7 @@ def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Messa
     d = r.mapping(item, None)
     role = r.key(d, "role", "role")
     if role not in ROLES:
-        hint = "; pass it as the request's 'system'" if role in _SYSTEM_ROLES else ""
+        hint = "; pass it as the request's 'system'" if role in SYSTEM_ROLES else ""
         r.fail("role", f"unknown role {role!r} for Anthropic messages (expected user or assistant){hint}")
     parts, shape = _read_content(r, d.get("content", MISSING), "content")
     return Message(role, parts, extra=_shape.pack_extra(FORMAT, leftovers(r, d, _MESSAGE_KEYS), shape))
@@ -144,7 +143,7 @@ def write(messages: Sequence[Message]) -> list[dict] | dict:
     if messages:
         _, shape = _shape.unpack_extra(messages[0].extra, FORMAT)
         envelope = shape.get("req")
-        if messages[0].role in _SYSTEM_ROLES:
+        if messages[0].role in SYSTEM_ROLES:
             system = write_content(messages[0].parts, shape, index=0, default_text="text", empty=LIST)
             envelope = envelope or {"order": ["system", "messages"], "other": {}}
     offset = 0 if system is MISSING else 1
@@ -152,7 +151,7 @@ def write(messages: Sequence[Message]) -> list[dict] | dict:
     merged_tool_turn = False
     for index, m in enumerate(messages[offset:], start=offset):
         keep, shape = _shape.unpack_extra(m.extra, FORMAT)
-        if m.role in _SYSTEM_ROLES:
+        if m.role in SYSTEM_ROLES:
             raise InvalidContextError("Anthropic messages have no system role; only a leading system message "
                                       "can be written (as the request's 'system')", index=index, field="role")
         content = write_content(m.parts, shape, index=index, default_text="text", empty=LIST,

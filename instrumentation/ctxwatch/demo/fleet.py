@@ -12,6 +12,10 @@ but the compactor rewrites its working buffer, after the system prompt, as its m
   retries on whole units, which the guard applies as whole-pair compaction with an elision marker.
 - ledger: summarizes everything, pinned subgoal included (refused), then only the payload.
 - fixer: paraphrases IDs and paths a pending plan step needs (refused), then pins them.
+
+Every model call is answered by a simulated provider with a prefix prompt cache (`SimulatedPromptCache`),
+whose usage figures each loop notes on its guard, so the demo shows what rewrites cost next to what the
+cache served (docs/telemetry.md, "What rewrites cost").
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..cache import ProviderCache, estimate_tokens
 from ..deferral import pair_units
 from ..guard import ContextGuard
 from ..model import Message, TextPart, ToolCall, ToolResult
@@ -53,6 +58,22 @@ class LoopTally:
             self.violations.update(report.violations)
 
 
+class SimulatedPromptCache:
+    """A provider's prefix cache, as the demo's simulated provider answers: the leading messages equal to
+    the previous prompt's are read from the cache, the rest written to it (tokens: `estimate_tokens`)."""
+
+    def __init__(self) -> None:
+        self._sent: list[int] = []
+
+    def call(self, prompt: list[Message]) -> ProviderCache:
+        digests = [m.digest for m in prompt]
+        same = next((i for i, (a, b) in enumerate(zip(digests, self._sent, strict=False)) if a != b),
+                    min(len(digests), len(self._sent)))
+        self._sent = digests
+        return ProviderCache(read_tokens=estimate_tokens(sum(m.size for m in prompt[:same])),
+                             creation_tokens=estimate_tokens(sum(m.size for m in prompt[same:])))
+
+
 class DemoLoop:
     """One agent loop of the fleet. `step()` runs one cycle: append turns, rewrite, guard."""
 
@@ -72,6 +93,7 @@ class DemoLoop:
                                               preserve_literals=True)
         self.buffer = self.opening()
         self.guard.observe(self.buffer)
+        self.provider = SimulatedPromptCache()
 
     @property
     def done(self) -> bool:
@@ -88,6 +110,7 @@ class DemoLoop:
         grown = self.buffer + self.turns()
         self._check(grown, "append")
         self.guard.observe(self.buffer)            # the model consumed it and answered
+        self.guard.note_provider_cache(self.provider.call(self.buffer))
         self.rewrite()
 
     def rewrite(self) -> None:

@@ -155,8 +155,11 @@ def _destination(options: DemoOptions, cleanup: ExitStack) -> tuple[str, Monitor
     A monitor the demo starts keeps its state in a temp folder; both are removed by `cleanup`."""
     if options.otlp is None:
         workdir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="ctxwatch-demo-"))
-        monitor = MonitorProcess(options.port, Path(workdir) / "monitor.sqlite")
+        # the demo's guards send OTLP/HTTP; 4317 stays free for the user
+        monitor = MonitorProcess(Path(workdir) / "monitor.sqlite", "--grpc-port", "off", port=options.port,
+                                 startup_timeout_s=30.0, own_session=True)
         cleanup.callback(monitor.close)
+        monitor.start()
         return monitor.url, monitor.client, True
     endpoint = options.otlp.rstrip("/")
     client = MonitorClient(endpoint)

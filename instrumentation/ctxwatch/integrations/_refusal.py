@@ -18,14 +18,6 @@ from ..decision import error_for
 from ..guard import ContextGuard
 from ..report import Report
 
-ON_REFUSAL = ("raise", "keep")
-
-
-def check_on_refusal(value: str) -> str:
-    if value not in ON_REFUSAL:
-        raise ValueError(f"on_refusal must be one of {', '.join(ON_REFUSAL)}; got {value!r}")
-    return value
-
 
 def settle(guard: ContextGuard, proposal: Any, **options: Any) -> tuple[Report, Any | None]:
     """Check an edit the framework made: ``(report, kept)`` where `kept` is None when the edit stands

@@ -17,10 +17,15 @@ and the protected literals it removed from the model's view. The server has alre
 it cannot be refused: a refused edit is reported, and the guard's view keeps the content it refused
 to lose.
 
+The response's prompt-cache figures (``usage.cache_read_input_tokens`` / ``cache_creation_input_tokens``)
+are noted on the guard, so they ride on the span of the answer's append (docs/telemetry.md, "What
+rewrites cost"); the edit spans say how much consumed context each server edit invalidated.
+
 Client-side edits are checked before the request leaves: a history that is not the previous one
 plus new turns is checked by the guard, and an abort (an orphaned ``tool_use`` / ``tool_result``,
 which the API would answer with a 400 invalid_request_error) raises the typed error with
-``on_refusal="raise"`` (default); ``"send"`` only reports it. Streaming responses are not recorded by
+``on_refusal="raise"`` (default); ``"keep"`` only reports it (the request goes as the client made it;
+the guard keeps its own context). Streaming responses are not recorded by
 the wrapper: pass the final message to `ContextRecorder.record` yourself.
 """
 
@@ -30,16 +35,15 @@ import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..adapters import to_messages
+from ..cache import anthropic_cache
+from ..config import check_on_refusal
 from ..guard import ContextGuard
 from ._format import bind_format
-from ._kinds import classify
 from ._refusal import raise_refusal
 
 __all__ = ["ContextRecorder", "GuardedMessages", "guarded_messages"]
 
 PLACEHOLDER = "[tool result cleared by the server]"
-_ON_REFUSAL = ("raise", "send")
 
 
 def guarded_messages(resource: Any, guard: ContextGuard, *, on_refusal: str = "raise") -> GuardedMessages:
@@ -80,10 +84,8 @@ class ContextRecorder:
     """Tracks one conversation's client history and the server's edits of it; see the module docstring."""
 
     def __init__(self, guard: ContextGuard, *, on_refusal: str = "raise") -> None:
-        if on_refusal not in _ON_REFUSAL:
-            raise ValueError(f"on_refusal must be one of {', '.join(_ON_REFUSAL)}; got {on_refusal!r}")
+        self.on_refusal = check_on_refusal(on_refusal)
         self.guard = bind_format(guard, "anthropic", "the Anthropic recorder")
-        self.on_refusal = on_refusal
         self._history: list[dict[str, Any]] = []  # the last request's messages plus the answer
         self._seen: set[str] = set()               # server edits the guard was shown (cleared ids, 'thinking:N')
         self._adopted: set[str] = set()            # ... and accepted: the guard's view applies them
@@ -100,8 +102,7 @@ class ContextRecorder:
         elif not self._history:
             self.guard.observe(view, boundary=0)
         else:
-            kind = classify(self.guard.context.messages, to_messages(view, "anthropic"))
-            raise_refusal(self.guard.check(view, kind=kind), "raise" if self.on_refusal == "raise" else "keep")
+            raise_refusal(self.guard.check(view), self.on_refusal)
         self._history = messages
 
     def record(self, request: Mapping[str, Any], response: Any) -> None:
@@ -122,6 +123,7 @@ class ContextRecorder:
             self._compactions.add(_compaction_key(block[1]))
             self.guard.observe(self._view([answer], system, self._adopted, compaction=block), kind="compact")
         history = messages + [answer]
+        self.guard.note_provider_cache(anthropic_cache(getattr(response, "usage", None)))
         self.guard.observe(self._view(history, system, self._adopted))
         self._history = history
 

@@ -16,14 +16,16 @@ Before each model call:
 1. what the graph appended since the last call (the model's answer, tool results, new input) is
    observed — an append: no span;
 2. if the request is not an extension of that, the difference is one context edit, checked by the
-   guard with its kind (`_kinds.classify`: compact, prune, system_patch, rewrite; schema_change when
-   only the tools changed) — one span;
+   guard, which names its kind (`ctxwatch.kinds.classify`: compact, prune, system_patch, rerank,
+   rewrite; schema_change when only the tools changed) — one span;
 3. the guard's decision is carried out (`_refusal`): on patch the request goes as the framework made
    it; otherwise the model gets the previous messages (``on_refusal="keep"``, and always on defer)
    or the typed error is raised (``on_refusal="raise"``, the default). When the refused edit was made
    to the agent state (a summarization), the state is put back too, so the next step starts from
    what the model saw;
-4. the model's answer is observed (an append).
+4. the model's answer is observed (an append); its ``usage_metadata.input_token_details`` cache figures
+   (``cache_read``, ``cache_creation``: what LangChain's chat models fill in from each provider's usage)
+   are noted on the guard first, so they ride on that append's span (docs/telemetry.md, "What rewrites cost").
 
 A healthy agent therefore gets one span per context edit and nothing else: its requests, state
 and answers are what they would be without the guard.
@@ -47,10 +49,10 @@ from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
-from ..adapters import to_messages
+from ..cache import langchain_cache
+from ..config import check_on_refusal
 from ..guard import ContextGuard
-from ._kinds import classify
-from ._refusal import check_on_refusal, raise_refusal, settle
+from ._refusal import raise_refusal, settle
 
 GuardSource = ContextGuard | Callable[[str | None], ContextGuard]
 
@@ -184,8 +186,8 @@ class ContextGuardMiddleware(AgentMiddleware):
         if extends and not tools_changed:
             guard.observe(proposal, boundary=guard.context.boundary)
             return request, None
-        kind = "schema_change" if extends else classify(guard.context.messages, to_messages(proposal, "langchain"))
-        report, kept = settle(guard, proposal, kind=kind, tools=request.tools if tools_changed else None)
+        # the guard names the kind (`kinds.classify`; schema_change when only the tools changed)
+        report, kept = settle(guard, proposal, tools=request.tools if tools_changed else None)
         if kept is None:
             return request, None
         raise_refusal(report, self.on_refusal)
@@ -200,6 +202,9 @@ class ContextGuardMiddleware(AgentMiddleware):
                     restore: list[BaseMessage] | None) -> Any:
         inner = response.model_response if isinstance(response, ExtendedModelResponse) else response
         produced = [inner] if isinstance(inner, AIMessage) else list(inner.result)
+        for message in produced:
+            if isinstance(message, AIMessage):
+                conv.guard.note_provider_cache(langchain_cache(message.usage_metadata))
         conv.guard.observe(conv.guard.messages + produced)
         if restore is None:
             conv.accounted = list(request.state.get("messages", ())) + produced

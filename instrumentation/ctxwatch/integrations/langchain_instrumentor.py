@@ -23,9 +23,9 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
+from ..config import check_on_refusal
 from ..guard import ContextGuard
 from ..telemetry import MutationTelemetry
-from ._refusal import check_on_refusal
 
 _INSTRUMENTS = ("langchain >= 1.0",)
 

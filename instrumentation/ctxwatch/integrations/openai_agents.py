@@ -7,7 +7,10 @@ One line::
 The session's items are OpenAI Responses input items (the guard reads them with its
 ``openai_responses`` adapter). What the wrapper does with each operation of the `Session` protocol:
 
-- ``add_items``: an append; observed, no span. The generation boundary is put after the last item
+- ``add_items``: an append; observed (an append span). The prompt-cache figures of the model responses
+  since the last call (the run's ``usage.request_usage_entries``, OpenAI Responses'
+  ``input_tokens_details.cached_tokens``) are noted on the guard first, so they ride on that span,
+  each response once (docs/telemetry.md, "What rewrites cost"). The generation boundary is put after the last item
   the model produced (assistant messages, tool calls, reasoning), so input that was stored but not
   yet sent (what the runner rewinds after a failed call) is not part of the consumed prefix.
 - ``pop_item``: checked as a ``prune`` (one span). Popping a tool output whose call stays is refused
@@ -35,9 +38,11 @@ from typing import Any
 
 from agents.memory import SessionABC
 
+from ..cache import openai_responses_cache
+from ..config import check_on_refusal
 from ..guard import ContextGuard
 from ._format import bind_format
-from ._refusal import check_on_refusal, raise_refusal, settle
+from ._refusal import raise_refusal, settle
 
 __all__ = ["GuardedSession"]
 
@@ -53,6 +58,7 @@ class GuardedSession(SessionABC):
         self.on_refusal = check_on_refusal(on_refusal)
         self.session_id = inner.session_id
         self._view: list[Any] | None = None  # the stored history as the guard knows it
+        self._usage: tuple[Any, int] = (None, 0)  # the run's Usage and how many of its requests were noted
         self._lock = asyncio.Lock()
 
     @property
@@ -80,6 +86,7 @@ class GuardedSession(SessionABC):
             view = await self._known(wrapper)
             await _call(self.inner.add_items, items, wrapper=wrapper)
             self._view = view + list(items)
+            self._note_usage(wrapper)
             self.guard.observe(self._view, boundary=generated_boundary(self._view))
 
     async def pop_item(self, wrapper: Any = None) -> Any:
@@ -112,6 +119,17 @@ class GuardedSession(SessionABC):
             return True
 
     # --- internals ---------------------------------------------------------------------------------
+    def _note_usage(self, wrapper: Any) -> None:
+        """Note the cache figures of the run's requests not noted yet (the SDK keeps one entry per request)."""
+        usage = getattr(wrapper, "usage", None)
+        entries = getattr(usage, "request_usage_entries", None)
+        if not isinstance(entries, list):
+            return
+        known, noted = self._usage
+        for entry in entries[noted if known is usage else 0:]:
+            self.guard.note_provider_cache(openai_responses_cache(entry))
+        self._usage = (usage, len(entries))
+
     def _guarded_compaction(self, run: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[None]]:
         async def run_compaction(args: Any = None, *, wrapper: Any = None) -> None:
             async with self._lock:

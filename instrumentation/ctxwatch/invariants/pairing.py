@@ -63,40 +63,126 @@ def strict_for(format: str | None) -> bool:
 def index_pairs(messages: Sequence[Message], *, strict: bool = True) -> PairIndex:
     """Index the calls and results of `messages` and classify each as paired, pending or orphaned.
     `strict`: a result must follow its call with only tool traffic between (see the module docstring)."""
-    idx = PairIndex()
-    waiting: dict[str, int] = {}  # calls of the current tool turn still without a result
-    answered = False              # a result of the current tool turn has arrived
-    for i, m in enumerate(messages):
-        cuts = m.plain and (strict or _model_speaks(m))
-        if not (m.call_ids or m.result_ids):
+    return PairScanner(strict=strict).extend(messages).pairs()
+
+
+@dataclass(slots=True)
+class _Undo:
+    """What pushing one message changed, so `PairScanner.truncate` can take it back."""
+
+    waiting: dict[str, int]
+    answered: bool
+    lengths: tuple[int, int, int, int]  # orphan_calls, orphan_results, duplicate_calls, duplicate_results
+    calls: list[str] = field(default_factory=list)     # ids this message entered in `calls`
+    results: list[str] = field(default_factory=list)   # ids it entered in `results`
+    separated: list[tuple[str, int | None]] = field(default_factory=list)  # (id, its earlier cut-off or None)
+
+
+class PairScanner:
+    """`index_pairs`, one message at a time. With ``undo=True`` each push is remembered, so
+    `truncate(n)` gives the index of the first `n` messages at the cost of the messages taken back
+    (a replay follows a buffer that grows and is cut back, each change costing its own size)."""
+
+    def __init__(self, *, strict: bool = True, undo: bool = False) -> None:
+        self.index = PairIndex()
+        self.strict = strict
+        self.waiting: dict[str, int] = {}  # calls of the current tool turn still without a result
+        self.answered = False              # a result of the current tool turn has arrived
+        self.count = 0                     # messages pushed (and not taken back)
+        self._undo: list[_Undo] | None = [] if undo else None
+
+    def pairs(self) -> PairIndex:
+        """The index of the messages pushed so far (the same object each time, pending brought up to date)."""
+        self.index.pending = set(self.waiting)
+        return self.index
+
+    def push(self, m: Message) -> None:
+        self.extend((m,))
+
+    def extend(self, messages: Sequence[Message]) -> PairScanner:
+        """Push each of `messages` in turn (one loop: `index_pairs` of a long buffer is a hot path)."""
+        idx, strict, log = self.index, self.strict, self._undo
+        waiting, answered, i = self.waiting, self.answered, self.count
+        for m in messages:
+            undo = None
+            if log is not None:
+                undo = _Undo(waiting, answered, (len(idx.orphan_calls), len(idx.orphan_results),
+                                                 len(idx.duplicate_calls), len(idx.duplicate_results)))
+                log.append(undo)
+                if m.call_ids or m.result_ids:
+                    waiting = dict(waiting)  # the undo record keeps the one before
+            if not (m.call_ids or m.result_ids):  # most messages: they matter only to a tool turn in progress
+                if waiting and m.plain and (strict or _model_speaks(m)):
+                    waiting = self._cut_off(waiting, i, undo)
+                i += 1
+                continue
+            cuts = m.plain and (strict or _model_speaks(m))
+            if strict and waiting and m.result_ids and _speaks_before_results(m):
+                waiting = self._cut_off(waiting, i, undo)  # Anthropic wants the tool_result blocks first
+            for rid in m.result_ids:
+                if rid in idx.results:
+                    idx.duplicate_results.append(rid)
+                else:
+                    idx.results[rid] = i
+                    if undo is not None:
+                        undo.results.append(rid)
+                if waiting.pop(rid, None) is None:
+                    idx.orphan_results.append(rid)  # no call, a call cut off from it, or a call after it
+                answered = True
             if cuts and waiting:
-                _cut_off(idx, waiting, i)
-            continue
-        if strict and waiting and m.result_ids and _speaks_before_results(m):
-            _cut_off(idx, waiting, i)  # Anthropic wants the tool_result blocks first in the user turn
-        for rid in m.result_ids:
-            if rid in idx.results:
-                idx.duplicate_results.append(rid)
-            else:
-                idx.results[rid] = i
-            if waiting.pop(rid, None) is None:
-                idx.orphan_results.append(rid)  # no call, a call cut off from it, or a call after it
-            answered = True
-        if cuts and waiting:
-            _cut_off(idx, waiting, i)  # text beside the results (or the calls): the turn is over
-        if m.call_ids:
-            if strict and answered and waiting:
-                _cut_off(idx, waiting, i)  # a new call after results: the unanswered ones were skipped
-            answered = False
-        for call in m.tool_calls:
-            if call.id in idx.calls:
-                idx.duplicate_calls.append(call.id)
-            else:
-                idx.calls[call.id] = i
-                idx.call_names[call.id] = call.name
-            waiting[call.id] = i
-    idx.pending = set(waiting)
-    return idx
+                waiting = self._cut_off(waiting, i, undo)  # text beside the results (or the calls): the turn is over
+            if m.call_ids:
+                if strict and answered and waiting:
+                    waiting = self._cut_off(waiting, i, undo)  # a new call after results: the rest were skipped
+                answered = False
+            for call in m.tool_calls:
+                if call.id in idx.calls:
+                    idx.duplicate_calls.append(call.id)
+                else:
+                    idx.calls[call.id] = i
+                    idx.call_names[call.id] = call.name
+                    if undo is not None:
+                        undo.calls.append(call.id)
+                waiting[call.id] = i
+            i += 1
+        self.waiting, self.answered, self.count = waiting, answered, i
+        return self
+
+    def entered_from(self, n: int) -> tuple[list[str], list[str]]:
+        """(call ids, result ids) first indexed by the messages from index `n` on (needs ``undo``)."""
+        assert self._undo is not None, "a PairScanner made with undo=True"
+        taken = self._undo[n:]
+        return [c for u in taken for c in u.calls], [r for u in taken for r in u.results]
+
+    def truncate(self, n: int) -> None:
+        """Take back every message from index `n` on (needs ``undo``)."""
+        assert self._undo is not None, "a PairScanner made with undo=True"
+        idx = self.index
+        while self.count > n:
+            u = self._undo.pop()
+            self.count -= 1
+            self.waiting, self.answered = u.waiting, u.answered
+            oc, orr, dc, dr = u.lengths
+            del idx.orphan_calls[oc:], idx.orphan_results[orr:], idx.duplicate_calls[dc:], idx.duplicate_results[dr:]
+            for cid in u.calls:
+                del idx.calls[cid], idx.call_names[cid]
+            for rid in u.results:
+                del idx.results[rid]
+            for cid, earlier in reversed(u.separated):
+                if earlier is None:
+                    del idx.separated[cid]
+                else:
+                    idx.separated[cid] = earlier
+
+    def _cut_off(self, waiting: dict[str, int], at: int, undo: _Undo | None) -> dict[str, int]:
+        """Every call in `waiting` is orphaned, cut off at message `at`; the (empty) waiting calls after."""
+        idx = self.index
+        for cid in waiting:
+            idx.orphan_calls.append(cid)
+            if undo is not None:
+                undo.separated.append((cid, idx.separated.get(cid)))
+            idx.separated[cid] = at
+        return {}
 
 
 def _model_speaks(m: Message) -> bool:
@@ -113,13 +199,6 @@ def _speaks_before_results(m: Message) -> bool:
         if type(part) is not ToolCall:
             return True
     return False
-
-
-def _cut_off(idx: PairIndex, waiting: dict[str, int], at: int) -> None:
-    for cid in waiting:
-        idx.orphan_calls.append(cid)
-        idx.separated[cid] = at
-    waiting.clear()
 
 
 def introduced_orphans(before: PairIndex, after: PairIndex) -> tuple[list[str], list[str]]:

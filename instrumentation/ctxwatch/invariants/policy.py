@@ -48,10 +48,6 @@ class PolicyRegion:
         self.symbols: frozenset[str] = frozenset()
         self._floor: dict[str, int] = {}
 
-    @property
-    def resolved(self) -> bool:
-        return self.spans is not None
-
     def resolve(self, messages: Sequence[Message]) -> None:
         """Pin the policy messages of the first non-empty context (once; later calls do nothing)."""
         if self.spans is not None or self._selector is None or not messages:

@@ -36,12 +36,14 @@ import xxhash
 
 from ..contraction import ContractionDetector, CycleVerdict, DetectorConfig
 from ..cycles import CycleMeter
+from ..diff import Change
 from ..errors import InvalidContextError
-from ..invariants.pairing import PairIndex, index_pairs, introduced_orphans, strict_for
+from ..invariants.pairing import PairIndex, introduced_orphans, strict_for
 from ..literals import LiteralRegistry
-from ..model import Message
+from ..model import Context
 from ..report import Finding
 from ..sessions import Mutation, Session, Skip, Snapshot, read_session
+from .buffer import AuditedBuffer
 
 LOOP_ID_PREFIX = "replay"
 _LOOP_HASH_BYTES = 64 * 1024
@@ -122,8 +124,9 @@ class MutationAudit:
                                action="abort" if fail_on_literal_loss else "warn", details={"cycle": self.cycle}))
         if self.verdict.entered:
             out.append(Finding("contraction", f"cycle {self.cycle} ({self.kind} at {self.where}) enters the "
-                               f"contraction regime (onset cycle {self.verdict.onset}): d={self.verdict.d:.3f} < "
-                               f"r={self.verdict.r:.3f} while distances shrink and literals are lost",
+                               f"contraction regime (onset cycle {self.verdict.onset}): net d="
+                               f"{self.verdict.d_net:.3f} < r={self.verdict.r:.3f} while distances shrink and "
+                               "literals are lost",
                                action="halt", details={"cycle": self.cycle, "onset": self.verdict.onset}))
         return out
 
@@ -209,17 +212,17 @@ def loop_id_for(path: str | os.PathLike[str]) -> str:
     return f"{LOOP_ID_PREFIX}-{stem}-{xxhash.xxh3_64_hexdigest(head)[:12]}"
 
 
-def message_counts(before: Sequence[Message], after: Sequence[Message]) -> MessageCounts:
-    """Kept / dropped / added by content. When `after` keeps every index of `before` with the same
-    role (an edit in place, as SWE-agent's elided outputs), a changed message counts as elided
-    (shorter) or rewritten instead of dropped and added."""
-    left = Counter(m.digest for m in before)
-    right = Counter(m.digest for m in after)
-    kept = sum((left & right).values())
+def message_counts(change: Change) -> MessageCounts:
+    """Kept / dropped / added by content. When the buffer after keeps every index of the one before
+    with the same role (an edit in place, as SWE-agent's elided outputs), a changed message counts as
+    elided (shorter) or rewritten instead of dropped and added. Only the messages between the common
+    prefix and suffix are read (the rest are the same on both sides)."""
+    before, after, start = change.before.messages, change.after, change.prefix_len
+    gone = Counter(m.digest for _, m in change.removed)
+    new = Counter(m.digest for _, m in change.added)
     elided = rewritten = 0
-    gone, new = left - right, right - left
-    in_place = len(after) >= len(before) and all(b.role == a.role for b, a in zip(before, after, strict=False))
-    for b, a in zip(before, after, strict=False) if in_place else ():
+    in_place = len(after) >= len(before) and all(before[i].role == after[i].role for i in range(start, len(before)))
+    for b, a in zip(before[start:], after[start:], strict=False) if in_place else ():
         if gone.get(b.digest, 0) > 0 and new.get(a.digest, 0) > 0:
             gone[b.digest] -= 1
             new[a.digest] -= 1
@@ -227,7 +230,8 @@ def message_counts(before: Sequence[Message], after: Sequence[Message]) -> Messa
                 elided += 1
             else:
                 rewritten += 1
-    return MessageCounts(len(before), len(after), kept, sum(gone.values()), sum(new.values()), elided, rewritten)
+    return MessageCounts(len(before), len(after), len(before) - len(change.removed), sum(gone.values()),
+                         sum(new.values()), elided, rewritten)
 
 
 class Observer:
@@ -252,6 +256,7 @@ class Auditor:
         self.registry = registry or LiteralRegistry()
         self.meter = CycleMeter(registry=self.registry)
         self.detector = ContractionDetector(audit.config)
+        self.buffer = AuditedBuffer(strict=strict_for(audit.format))
         self._pairs_retired = 0
         self._last: Snapshot | None = None
         self._listed: set[str] = set()  # unpaired ids already reported (by a mutation or a buffer)
@@ -267,18 +272,18 @@ class Auditor:
     def mutation(self, m: Mutation) -> MutationAudit:
         self._seen(m.line)
         self._read_any = True
-        strict = strict_for(self.audit.format)
-        pairs_before, pairs_after = index_pairs(m.before, strict=strict), index_pairs(m.after, strict=strict)
-        self._orphans_in(pairs_before, m.where)
-        self._pairs_retired += len(_paired(pairs_before) - _paired(pairs_after))
-        calls, results = introduced_orphans(pairs_before, pairs_after)
+        buf = self.buffer
+        buf.sync(m.before)
+        size_before, digests_before = buf.size, buf.digests
+        calls, results, in_flight_ids = self._pairs_through(m)
         self._listed.update(calls, results)
-        in_flight = tuple(self._at(cid, m.where) for cid in sorted(pairs_before.pending - pairs_after.calls.keys()))
-        figures = self.meter.measure(m.before, m.after)
-        verdict = self.detector.update(figures.d, figures.literals_before, figures.literals_lost, m.size_after)
+        in_flight = tuple(self._at(cid, m.where) for cid in in_flight_ids)
+        change = Change(Context(m.before), m.after, "rewrite", digests_before, buf.digests)
+        figures = self.meter.measure_change(change)
+        verdict = self.detector.update(figures.d, figures.literals_before, figures.literals_lost, buf.size)
         audit = MutationAudit(
             cycle=verdict.cycle, kind=m.kind, source=m.source, step=m.step, where=m.where, line=m.line,
-            messages=message_counts(m.before, m.after), size_before=m.size_before, size_after=m.size_after,
+            messages=message_counts(change), size_before=size_before, size_after=buf.size,
             orphaned_calls=tuple(calls), orphaned_results=tuple(results), literals_before=figures.literals_before,
             lost=tuple(sorted(figures.lost)), verdict=verdict, trigger=m.trigger, pre_tokens=m.pre_tokens,
             summary_line=m.summary_line, summary_chars=m.summary.size if m.summary is not None else None,
@@ -286,10 +291,32 @@ class Auditor:
         self.audit.mutations.append(audit)
         return audit
 
+    def _pairs_through(self, m: Mutation) -> tuple[list[str], list[str], list[str]]:
+        """Move the followed buffer from `m.before` (where it is) to `m.after`, listing the ids
+        unpaired before it: (calls, results) the mutation orphans, and the calls in flight it drops."""
+        buf = self.buffer
+        before = buf.pairs
+        self._orphans_in(before, m.where)
+        pending, orphan_calls, orphan_results = set(before.pending), list(before.orphan_calls), list(
+            before.orphan_results)
+        keep = buf.shared(m.after)
+        leaving_calls, leaving_results = buf.scanner.entered_from(keep)
+        paired_leaving = {c for c in (*leaving_calls, *leaving_results) if c in before.calls and c in before.results}
+        buf.sync(m.after, keep)
+        after = buf.pairs
+        self._pairs_retired += sum(1 for c in paired_leaving if not (c in after.calls and c in after.results))
+        # `introduced_orphans` asks the index before only which pending calls had a result then
+        had_result = set(leaving_results).union(c for c in after.pending if after.results.get(c, keep) < keep)
+        before_view = PairIndex(results=dict.fromkeys(had_result & after.pending, 0),
+                                orphan_calls=orphan_calls, orphan_results=orphan_results)
+        calls, results = introduced_orphans(before_view, after)
+        return calls, results, sorted(pending - after.calls.keys())
+
     def finish(self, forced_format: bool = False) -> None:
         """Close the last epoch (the final buffer, or the last recorded one) and collect the skips."""
         if self._last is not None:
-            pairs = index_pairs(self._last.messages, strict=strict_for(self.audit.format))
+            self.buffer.sync(self._last.messages)
+            pairs = self.buffer.pairs
             self._orphans_in(pairs, self._last.where)
             self.audit.tool_pairs = pairs.pairs + self._pairs_retired
             self.audit.pending = len(pairs.pending)
@@ -323,10 +350,6 @@ class Auditor:
 
     def _at(self, tool_id: str, fallback: str, kind: str = "tool_use") -> ToolIdAt:
         return ToolIdAt(tool_id, self.session.origin(tool_id) or fallback, kind)
-
-
-def _paired(pairs: PairIndex) -> set[str]:
-    return {cid for cid in pairs.calls if cid in pairs.results}
 
 
 def audit_session(path: str | os.PathLike[str], format: str | None = None, *, strict: bool = False,

@@ -6,12 +6,16 @@ a span of that mutation's kind, both through `ctxwatch.telemetry.MutationTelemet
 the guard ends its spans with — from a `Report` carrying the audit's figures (sizes, literals before
 and lost, orphans, hash distance, contraction state). A recorded mutation was applied by the agent,
 so its decision is ``patch``; what the guard would have refused is listed in ``ctxwatch.warnings``.
+Every recorded buffer was sent to the model, so a mutation's
+``ctxwatch.cache.invalidated.*`` count from its first difference to the end of the buffer before it.
 A monitor fed these spans rebuilds the same detector state as the replay's own verdict.
 
 Every span carries the session's loop id (`audit.loop_id_for`: a stable id derived from the
 file), the agent name (the session format unless given) and the service name, and is timed at
 the ``timestamp`` of the record that marks it (`Session.time_of`; the export time when the
-format records none), so a backfill lands where it happened. Spans are flushed every
+format records none), so a backfill lands where it happened. The provider's prompt-cache figures
+the session records (Claude Code's ``message.usage``, `Session.take_provider_cache`) ride on the
+next span emitted after the response, each response once. Spans are flushed every
 `flush_every` spans, so a long session never overflows the exporter's queue. `skip` passes over
 the first spans of a session (counted and numbered, not emitted): ``ctxwatch watch`` resumes a session that way.
 """
@@ -19,15 +23,19 @@ the first spans of a session (counted and numbered, not emitted): ``ctxwatch wat
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
+from ..cache import invalidated
+from ..diff import Change
 from ..literals import LiteralRegistry
-from ..model import Message
+from ..model import Context, Message
 from ..report import Report
 from ..sessions import Mutation, Session, Snapshot
 from ..telemetry import MutationTelemetry, error_count
 from .audit import MutationAudit, Observer, SessionAudit
+from .buffer import FollowedBuffer
 
 DEFAULT_SERVICE = "ctxwatch-replay"
 FLUSH_EVERY = 512
@@ -38,8 +46,30 @@ class BackfillError(RuntimeError):
     """The OTLP endpoint could not be reached or refused the spans (one line, names the URL)."""
 
 
-def _size(messages: tuple[Message, ...]) -> int:
-    return sum(m.size for m in messages)
+class _SpannedBuffer(FollowedBuffer):
+    """The buffer of the last span: its size, and how many distinct literals it holds (a literal ->
+    messages-holding-it tally, so a span costs the messages that changed, not the whole buffer)."""
+
+    def __init__(self, registry: LiteralRegistry) -> None:
+        super().__init__()
+        self.registry = registry
+        self.holders: Counter[str] = Counter()
+
+    @property
+    def literals(self) -> int:
+        return len(self.holders)
+
+    def _take_back(self, keep: int) -> None:
+        holders = self.holders
+        for m in self.messages[keep:]:
+            for lit in self.registry.of(m):
+                if holders[lit] == 1:
+                    del holders[lit]
+                else:
+                    holders[lit] -= 1
+
+    def _push(self, message: Message) -> None:
+        self.holders.update(self.registry.of(message))
 
 
 class Backfill(Observer):
@@ -56,7 +86,7 @@ class Backfill(Observer):
         self.session: Session | None = None
         self.registry = registry
         self.flush_every = flush_every
-        self.current: tuple[Message, ...] = ()
+        self.current = _SpannedBuffer(registry)
         self.cycles = 0
         self.state = "healthy"
         self.spans = 0
@@ -73,28 +103,33 @@ class Backfill(Observer):
         self.cycles, self.state = audit.cycle, audit.verdict.state
         findings = [replace(f, action="warn") for f in audit.findings()]
         v = audit.verdict
+        cost = invalidated(Change.between(Context.of(mutation.before), mutation.after, audit.kind))  # all consumed
         self._emit(Report(
             loop_id=self.loop_id, kind=audit.kind, decision="patch", findings=findings,
             messages_before=len(mutation.before), messages_after=len(mutation.after), pass_number=audit.cycle,
             pass_cap=None, agent=self.agent, size_before=audit.size_before, size_after=audit.size_after,
             hash_distance=v.d, literals_before=v.literals_before, literals_lost=v.literals_lost,
             lost_literals=frozenset(audit.lost), orphans_tool_use=len(audit.orphaned_calls),
-            orphans_tool_result=len(audit.orphaned_results), contraction_state=v.state), mutation.line)
-        self.current = mutation.after
+            orphans_tool_result=len(audit.orphaned_results), contraction_state=v.state,
+            invalidated_chars=cost.chars, invalidated_tokens=cost.tokens), mutation.line)
+        self.current.sync(mutation.after)
 
     def _grow_to(self, messages: tuple[Message, ...], line: int | None) -> None:
-        if messages == self.current:
+        if messages == self.current.messages:
             return
-        before = self.current
+        before, size_before, literals_before = self.current.messages, self.current.size, self.current.literals
+        self.current.sync(messages)
         self._emit(Report(
             loop_id=self.loop_id, kind="append", decision="patch", findings=[], messages_before=len(before),
             messages_after=len(messages), pass_number=self.cycles, pass_cap=None, agent=self.agent,
-            size_before=_size(before), size_after=_size(messages),
-            literals_before=len(self.registry.of_all(before)), contraction_state=self.state), line)
-        self.current = messages
+            size_before=size_before, size_after=self.current.size,
+            literals_before=literals_before, contraction_state=self.state), line)
 
     def _emit(self, report: Report, line: int | None) -> None:
         self.spans += 1
+        figures = self.session.take_provider_cache() if self.session is not None else None
+        if figures is not None:
+            report.cache_read_tokens, report.cache_creation_tokens = figures.read_tokens, figures.creation_tokens
         if self.spans <= self.skip:  # sent by an earlier run: numbered, not sent again
             self.telemetry.number_unsent(report)
             return

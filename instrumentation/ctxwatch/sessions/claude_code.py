@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..adapters import anthropic
+from ..cache import anthropic_cache
 from ..model import Message, Part, ToolResult
 from .events import Event, Mutation, Snapshot
 
@@ -54,6 +55,7 @@ class _Buffer:
 
     def __init__(self) -> None:
         self._messages: list[Message | None] = []  # None: not built yet
+        self._built: tuple[Message, ...] | None = None  # messages() since the last change
         self._heads: list[tuple[str, str | None]] = []  # (role, id) per message
         self._pending: dict[int, list[Part]] = {}  # parts added to a message since it was last built
         self._lengths: list[int] = []  # parts per message, pending ones included
@@ -68,13 +70,16 @@ class _Buffer:
         return len(self._messages)
 
     def messages(self) -> tuple[Message, ...]:
-        """The buffer now (messages with new parts are rebuilt once here)."""
+        """The buffer now (messages with new parts are rebuilt once here; the same tuple until it changes)."""
+        if self._built is not None:
+            return self._built
         for at, parts in self._pending.items():
             old = self._messages[at]
             role, mid = self._heads[at]
             self._messages[at] = Message(role, old.parts + tuple(parts) if old else parts, id=mid)
         self._pending.clear()
-        return tuple(self._messages)  # every message is built now
+        self._built = tuple(self._messages)  # type: ignore[arg-type]  # every message is built now
+        return self._built
 
     def slot(self, uuid: str | None) -> tuple[int, int] | None:
         """(message index, parts of it up to the record) of a live record, else None."""
@@ -93,6 +98,7 @@ class _Buffer:
     def cut(self, at: int, parts: int) -> None:
         """Keep messages up to `at`, and of message `at` its first `parts` parts."""
         current = self.messages()
+        self._built = None
         del self._messages[at + 1:], self._heads[at + 1:], self._serials[at + 1:], self._lengths[at + 1:]
         if parts < self._lengths[at]:
             old = current[at]
@@ -103,6 +109,7 @@ class _Buffer:
         self.last_turn = self._heads[self.last_assistant][1] if self.last_assistant >= 0 else None
 
     def add(self, uuid: Any, role: str, parts: tuple[Part, ...], turn: str | None) -> None:
+        self._built = None
         if role == "assistant" and turn is not None and turn == self.last_turn:
             at = self.last_assistant
         elif role == "user" and self._heads and self._heads[-1][0] == "user":
@@ -128,6 +135,7 @@ class _Buffer:
     def clear_results(self, ids: set[str]) -> tuple[int, ...]:
         """Replace the content of the named tool results in place; the indices of the messages changed."""
         built = self.messages()
+        self._built = None
         changed = []
         for at in sorted({at for cid in ids if (at := self.results.get(cid)) is not None and at < len(self)}):
             old = built[at]
@@ -239,6 +247,8 @@ def events(session: Session) -> Iterator[Event]:
         turn = rec["message"].get("id") if message.role == "assistant" else None
         turn = turn if isinstance(turn, str) else None
         if message.role == "assistant" and (turn is None or turn != buf.last_turn):
+            # the usage of the request this snapshot is the prompt of (every line of a turn repeats it)
+            session.note_provider_cache(anthropic_cache(rec["message"].get("usage")))
             yield Snapshot(step, buf.messages(), f"line {line}", line)
             step += 1
         buf.add(uuid, message.role, message.parts, turn)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kinds import classify_with_positions
 from ..model import Message
 
 
@@ -42,9 +43,10 @@ class Mutation:
     """A change of the buffer between snapshot ``step - 1`` and snapshot `step`.
 
     `kind` is one of ``compact`` (content dropped and a summary or new content put in its place),
-    ``prune`` (content dropped or elided in place, nothing new), ``rewrite`` (messages changed in
-    place), ``rerank`` (the same messages reordered). `source` names the record that marks it:
-    ``claude_code.compact_boundary``, ``claude_code.rewind``, ``codex.compacted``,
+    ``prune`` (content dropped or elided in place, nothing new), ``system_patch`` (system messages
+    changed), ``rewrite`` (messages changed otherwise), ``rerank`` (the same messages reordered): the
+    readers that see whole buffers name it with `ctxwatch.kinds` (`classify_change`). `source` names
+    the record that marks it: ``claude_code.compact_boundary``, ``claude_code.rewind``, ``codex.compacted``,
     ``openhands.condensation`` or ``snapshot_diff`` (two consecutive recorded buffers differ
     by more than an append). `changed` lists the indices in `before` that were changed or dropped
     (for snapshot diffs). `trigger`, `pre_tokens` and `summary` are what the file says about a
@@ -88,32 +90,7 @@ Event = Snapshot | Mutation
 
 def classify_change(before: Sequence[Message],
                     after: Sequence[Message]) -> tuple[str, tuple[int, ...]] | None:
-    """(kind, changed indices of `before`) when `after` is not `before` plus appended messages, else None."""
-    bd = [m.digest for m in before]
-    ad = [m.digest for m in after]
-    n = len(bd)
-    if ad[:n] == bd:
-        return None
-    if len(ad) >= n and all(before[i].role == after[i].role for i in range(n)):
-        changed = tuple(i for i in range(n) if bd[i] != ad[i])
-        shrunk = all(after[i].size < before[i].size for i in changed)
-        return ("prune" if shrunk else "rewrite"), changed
-    kept = set(ad)
-    dropped = tuple(i for i in range(n) if bd[i] not in kept)
-    if not dropped:
-        return "rerank", ()
-    return ("compact" if _inserted(bd, ad) else "prune"), dropped
-
-
-def _inserted(bd: list[int], ad: list[int]) -> bool:
-    """Whether new messages took the place of dropped ones (rather than only following the old ones).
-
-    New messages before the last old message that survives past the common prefix were put in
-    place of old content. When nothing old survives past the prefix, every new message after it
-    counts: the tail was replaced (a summary after the system prompt reads this way).
-    """
-    old = set(bd)
-    prefix = next((i for i, (a, b) in enumerate(zip(bd, ad, strict=False)) if a != b), min(len(bd), len(ad)))
-    end = next((len(ad) - back for back, d in enumerate(reversed(ad)) if d in old), 0)
-    candidates = ad[prefix:] if end <= prefix else ad[:end]
-    return any(d not in old for d in candidates)
+    """(kind, positions in `before` removed or replaced) when `after` is not `before` plus appended
+    messages, else None. The kind is the one classifier's (`ctxwatch.kinds`)."""
+    classified = classify_with_positions(before, after)
+    return None if classified.kind == "append" else (classified.kind, classified.changed)

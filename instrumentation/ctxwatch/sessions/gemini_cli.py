@@ -101,8 +101,11 @@ def _document(session: Session) -> Iterator[Event]:
     if not is_recording(doc) or not isinstance(doc.get("messages"), list):
         raise SessionReadError(session.path, "not a Gemini CLI chat recording (no sessionId and messages list)")
     history, step = _History(), 0
+    session.note_time(doc, key="lastUpdated")  # when the document says nothing more precise
+    session.note_time(doc, key="startTime")
     for i, record in enumerate(doc["messages"]):
         where = f"messages[{i}]"
+        session.note_time(record)  # a snapshot is timed at the response it precedes, as in the JSONL formats
         read = _read(session, record, where, None)
         if read is None:
             continue

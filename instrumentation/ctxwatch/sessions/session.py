@@ -10,10 +10,14 @@ While it is read, a session also keeps where each tool id first entered a buffer
 record that introduced an id rather than the point where it was noticed; and `facts`, what the
 reader learned about the session as a whole (e.g. Claude Code's ``inherited_compaction``).
 
-`recorded_ns` is the ``timestamp`` of the latest JSONL record read that carries one (Claude Code,
-Codex and Gemini CLI records do), in unix nanoseconds (None before any, and for single-document
-formats); `time_of(line)` is the time recorded at or before `line`, for the last `MAX_TIMES`
-stamped records (an event's time is that of the record that marks it).
+`recorded_ns` is the ``timestamp`` of the latest record read that carries one (Claude Code, Codex and
+Gemini CLI records do, in JSONL and in Gemini CLI's ``.json`` document), in unix nanoseconds (None
+before any); `time_of(line)` is the time recorded at or before `line`, for the last `MAX_TIMES`
+stamped JSONL records (an event's time is that of the record that marks it).
+
+`take_provider_cache()` hands over the prompt-cache figures of the model responses read since it was last
+called (a reader notes them with `note_provider_cache`: Claude Code's ``message.usage``), so a consumer
+counts each response once, on the next span it emits (docs/telemetry.md, "What rewrites cost").
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ..cache import ProviderCache, added
 from ..errors import InvalidContextError
 from ..model import Message
 from .events import Event, Mutation, Skip, Snapshot
@@ -53,6 +58,7 @@ class Session:
         self.recorded_ns: int | None = None
         self._times: deque[tuple[int, int]] = deque(maxlen=MAX_TIMES)  # (line, ns) of stamped records
         self._origins: OrderedDict[str, str] = OrderedDict()
+        self._provider_cache: ProviderCache | None = None
         self._reader = reader
 
     def __iter__(self) -> Iterator[Event]:
@@ -61,6 +67,7 @@ class Session:
         self.recorded_ns = None
         self._times.clear()
         self._origins.clear()
+        self._provider_cache = None
         check_file(self.path)
         return self._reader(self)
 
@@ -77,7 +84,17 @@ class Session:
     def __repr__(self) -> str:
         return f"Session({str(self.path)!r}, format={self.format!r})"
 
+    def take_provider_cache(self) -> ProviderCache | None:
+        """The cache figures of the responses read since the last call (None: none reported)."""
+        figures, self._provider_cache = self._provider_cache, None
+        return figures
+
     # --- for the format readers ------------------------------------------------------------
+    def note_provider_cache(self, figures: ProviderCache) -> None:
+        """A response's prompt-cache figures, added to those not yet taken."""
+        if figures:
+            self._provider_cache = added(self._provider_cache, figures)
+
     def skip(self, line: int | None, reason: str, where: str | None = None) -> None:
         """Record an unreadable line or record (or raise at once when strict)."""
         where = where or (f"line {line}" if line is not None else "record")
@@ -91,12 +108,17 @@ class Session:
     def stamped(self, lines: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
         """`lines`, noting each record's ``timestamp`` in `recorded_ns` as it goes by."""
         for line, value in lines:
-            if isinstance(value, dict):
-                at = recorded_time_ns(value.get("timestamp"))
-                if at is not None:
-                    self.recorded_ns = at
-                    self._times.append((line, at))
+            self.note_time(value, line)
             yield line, value
+
+    def note_time(self, record: Any, line: int | None = None, key: str = "timestamp") -> None:
+        """Note the time `record` carries under `key` (if any) as the latest recorded (at `line`, for a JSONL
+        record; a document's records have no line, so their events take the latest time noted)."""
+        at = recorded_time_ns(record.get(key)) if isinstance(record, dict) else None
+        if at is not None:
+            self.recorded_ns = at
+            if line is not None:
+                self._times.append((line, at))
 
     def time_of(self, line: int | None) -> int | None:
         """When the record at `line` (or the nearest stamped one before it) was written, if still known;

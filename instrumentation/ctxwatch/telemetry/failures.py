@@ -22,7 +22,7 @@ _error_types = BoundedValues(cap=32)
 
 
 def record_failure(stage: str, error: BaseException | str, counter: Any = None) -> None:
-    """Count and log one telemetry error at `stage` (see `semconv.TELEMETRY_STAGES`)."""
+    """Count and log one telemetry error at `stage` (start, end, export_traces or export_metrics: docs/telemetry.md)."""
     error_type = error if isinstance(error, str) else type(error).__name__
     with _lock:
         _counts[stage] = _counts.get(stage, 0) + 1
@@ -31,7 +31,7 @@ def record_failure(stage: str, error: BaseException | str, counter: Any = None) 
                      exc_info=error if isinstance(error, BaseException) else None)
         if counter is not None:
             counter.add(1, {semconv.TELEMETRY_STAGE: stage,
-                            semconv.GENAI_V1_41.error_type: _error_types(error_type)})
+                            semconv.GENAI_V1_41.error_type: _error_types.value(error_type)})
     except Exception:  # noqa: BLE001 - the error counter itself failed; the count above still holds
         pass
 

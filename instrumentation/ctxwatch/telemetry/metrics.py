@@ -16,10 +16,10 @@ import weakref
 from typing import Any
 
 from opentelemetry import metrics
-from opentelemetry.metrics._internal import _PROXY_METER_PROVIDER as _API_PROXY  # the global before any set
 
 from .. import semconv
 from ..report import Report
+from . import fleet
 from .bounded import BoundedValues
 from .tally import Tally
 
@@ -39,77 +39,49 @@ class Instruments:
 
     def __init__(self, meter: metrics.Meter) -> None:
         made = {spec.name: _create(meter, spec) for spec in semconv.METRICS}
-        self.mutations = made[semconv.MUTATIONS.name]
-        self.lost_literals = made[semconv.LOST_LITERALS.name]
-        self.orphaned_tool_parts = made[semconv.ORPHANED_TOOL_PARTS.name]
-        self.deferrals = made[semconv.DEFERRALS.name]
-        self.violations = made[semconv.INVARIANT_VIOLATIONS.name]
-        self.warnings = made[semconv.INVARIANT_WARNINGS.name]
+        self.by_name = made
         self.telemetry_errors = made[semconv.TELEMETRY_ERRORS.name]
         self.duration = made[semconv.GUARD_DURATION.name]
-        self.hash_distance = made[semconv.HASH_DISTANCE_HISTOGRAM.name]
-        self.literal_loss_rate = made[semconv.LITERAL_LOSS_RATE.name]
-        self.pass_number = made[semconv.PASS_NUMBER_HISTOGRAM.name]
         self.agents = BoundedValues()
         self.services = BoundedValues()
-        self._labels: dict[tuple, dict[str, str]] = {}
+        self._pickers = {spec.name: fleet.label_picker(spec) for spec in semconv.METRICS
+                         if spec.name != semconv.TELEMETRY_ERRORS.name}
+        self._labels: dict[tuple[str, tuple[str | None, ...]], tuple[tuple[str | None, ...], dict[str, str]]] = {}
 
-    def _label_set(self, key: tuple) -> dict[str, str]:
-        """The attribute dict for (kind, decision|None, agent|None, service|None, extra key, value)."""
-        labels = self._labels.get(key)
-        if labels is None:
-            kind, decision, agent, service, extra_key, extra_value = key
-            labels = {semconv.MUTATION_KIND: kind}
-            if decision is not None:
-                labels[semconv.DECISION] = decision
-            if agent is not None:
-                labels[_G.agent_name] = agent
-            if service is not None:
-                labels[semconv.SERVICE_NAME] = service
-            if extra_key is not None:
-                labels[extra_key] = extra_value
-            self._labels[key] = labels
-        return labels
+    def _label_set(self, spec: semconv.MetricSpec, vector: tuple[str | None, ...]
+                   ) -> tuple[tuple[str | None, ...], dict[str, str]]:
+        """(the tally key, the attribute dict) of `spec` for a label vector (None values are left out)."""
+        cache_key = (spec.name, vector)
+        found = self._labels.get(cache_key)
+        if found is None:
+            values = self._pickers[spec.name](vector)
+            labels = {key: value for key, value in zip(spec.attributes, values, strict=True) if value is not None}
+            found = self._labels[cache_key] = (values, labels)
+        return found
 
     def record(self, report: Report, violations: list[str], warnings: list[str], agent: str | None,
                service: str | None, duration_s: float) -> None:
-        """Record one guard decision on every instrument it concerns (`violations` and `warnings` are
-        the report's, computed once by the caller)."""
+        """Record one guard decision on every instrument it concerns, by the rule the monitor records
+        spans by (`telemetry.fleet`; `violations` and `warnings` are the report's, computed once)."""
         kind = semconv.bounded_kind(report.kind)
         decision = _DECISIONS.get(report.decision, semconv.OVERFLOW)
-        agent = self.agents(agent)
-        service = self.services(service)
-        key = (kind, decision, agent, service, None, None)
-        labels = self._label_set(key)
-        self.mutations.add(1, labels, key)
-        self.duration.record(duration_s, labels)
-        if semconv.is_applied_rewrite(report.kind, decision):
-            self.pass_number.record(report.pass_number, labels)
-            if report.hash_distance is not None:
-                self.hash_distance.record(report.hash_distance, labels)
-            if report.literals_before:
-                self.literal_loss_rate.record(report.literals_lost / report.literals_before, labels)
-        if report.literals_lost:
-            self.lost_literals.add(report.literals_lost, labels, key)
-        for side, count in zip(semconv.ORPHAN_SIDES, (report.orphans_tool_use, report.orphans_tool_result),
-                               strict=True):
-            if count:
-                self._add(self.orphaned_tool_parts, count, (kind, decision, agent, service, semconv.ORPHAN_SIDE, side))
-        if decision == "defer":
-            self._add(self.deferrals, 1, (kind, None, agent, service, None, None))
-        for inv in violations:
-            self._add(self.violations, 1,
-                      (kind, decision, agent, service, semconv.INVARIANT, semconv.bounded_invariant(inv)))
-        for inv in warnings:
-            self._add(self.warnings, 1,
-                      (kind, None, agent, service, semconv.INVARIANT, semconv.bounded_invariant(inv)))
-
-    def _add(self, tally: Tally, amount: int, key: tuple) -> None:
-        tally.add(amount, self._label_set(key), key)
+        agent = None if agent is None else self.agents.value(agent)
+        service = None if service is None else self.services.value(service)
+        vector: tuple[str | None, ...] = (kind, decision, agent, service, None)
+        self.duration.record(duration_s, self._label_set(semconv.GUARD_DURATION, vector)[1])
+        for spec, extra, amount in fleet.counts(decision, 1, report.literals_lost, report.orphans_tool_use,
+                                                report.orphans_tool_result, violations, warnings):
+            key, labels = self._label_set(spec, vector if extra is None else (kind, decision, agent, service, extra))
+            self.by_name[spec.name].add(amount, labels, key)
+        figures = ((report.pass_number, report.hash_distance, report.literals_lost, report.literals_before),)
+        for spec, (value,) in fleet.observations(kind, decision, figures):
+            self.by_name[spec.name].record(value, self._label_set(spec, vector)[1])
 
 
 _lock = threading.Lock()
 _by_provider: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()
+# the first set made for the global provider, and the provider that was global then
+_first_global: tuple[Any, Instruments] | None = None
 
 
 def instruments_for(meter_provider: metrics.MeterProvider | None, version: str,
@@ -120,15 +92,21 @@ def instruments_for(meter_provider: metrics.MeterProvider | None, version: str,
     None and that provider passed explicitly, and the set made before any SDK was installed (on the
     API's proxy, which delegates to the SDK installed later) goes on serving the global provider. Two
     sets on one SDK meter would lose counts: the SDK keeps the first observable counter of a name and
-    never calls the second's callback."""
+    never calls the second's callback.
+
+    The global provider can be set once only, so a global provider that differs from the one global
+    when the first global set was made means that one was the API's proxy (no private API needed)."""
+    global _first_global
     with _lock:
         current = metrics.get_meter_provider()
         provider = current if meter_provider is None else meter_provider
         made = _by_provider.get(provider)
-        if made is None and provider is current:
-            made = _by_provider.get(_API_PROXY)
+        if made is None and provider is current and _first_global is not None and _first_global[0] is not current:
+            made = _first_global[1]  # made on the proxy, which now delegates to `current`
         if made is None:
             made = Instruments(metrics.get_meter(semconv.INSTRUMENTATION_NAME, version, provider,
                                                  schema_url=schema_url))
+        if provider is current and _first_global is None:
+            _first_global = (current, made)
         _by_provider[provider] = made
         return made

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from importlib import metadata
 from time import perf_counter, time_ns
 from typing import Any
 
@@ -22,20 +21,12 @@ from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, SpanKin
 
 from .. import semconv
 from ..report import MUTATION_KINDS, Report
+from ..version import VERSION
 from . import content, spans
 from .failures import record_failure
 from .metrics import Instruments, instruments_for
 from .sequence import LoopSequences
 
-
-def _package_version() -> str:
-    try:
-        return metadata.version("ctxwatch")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
-VERSION = _package_version()
 _SPAN_NAMES = {kind: semconv.span_name(kind) for kind in (*MUTATION_KINDS, semconv.OVERFLOW)}
 _NO_SPANS = (ProxyTracerProvider, NoOpTracerProvider)  # the API's providers before an SDK is installed
 

@@ -55,6 +55,12 @@ def report_attributes(attrs: dict[str, Any], names: semconv.GenAINames, report: 
     attrs[semconv.MESSAGES_AFTER] = report.messages_after
     attrs[semconv.SIZE_BEFORE] = report.size_before
     attrs[semconv.SIZE_AFTER] = report.size_after
+    attrs[semconv.CACHE_INVALIDATED_CHARS] = report.invalidated_chars
+    attrs[semconv.CACHE_INVALIDATED_TOKENS] = report.invalidated_tokens
+    if report.cache_read_tokens is not None:
+        attrs[semconv.CACHE_READ_TOKENS] = report.cache_read_tokens
+    if report.cache_creation_tokens is not None:
+        attrs[semconv.CACHE_CREATION_TOKENS] = report.cache_creation_tokens
     attrs[semconv.MUTATION_KIND] = semconv.bounded_kind(report.kind)
     attrs[semconv.PASS_NUMBER] = report.pass_number
     if report.pass_cap is not None:

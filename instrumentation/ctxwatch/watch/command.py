@@ -1,9 +1,12 @@
 """``ctxwatch watch [PATH ...]``: its options, and the loop that follows the session files.
 
-Every ``--poll`` seconds the followed files are looked at (`Follower.poll`: a grown file wakes its
-session's thread, so a new record is read within a poll interval, and its span waits at most
-`SEND_DELAY_S` in the exporter's batch); every ``--rescan`` seconds the places are searched again
-for new session files; every ``--checkpoint`` seconds the spans made so far are flushed and the
+Every ``--poll`` seconds the files of the sessions in memory are looked at (`Follower.poll`: a grown
+file wakes its session's thread, so a new record is read within a poll interval, and its span waits
+at most `SEND_DELAY_S` in the exporter's batch), and every ``--idle-poll`` seconds the files of the
+evicted ones too (most files of a long-used machine: polling them less often is what keeps the idle
+cost of thousands of files low); every ``--rescan`` seconds the places are searched again
+for new session files (`discovery.Places`: one ``stat`` per directory, a listing of the
+directories that changed); every ``--checkpoint`` seconds the spans made so far are flushed and the
 state file written (so a restart neither repeats nor loses a span). Polling is the mechanism: one
 ``stat`` per file per interval (bench/bench_watch.py measures what it costs). SIGTERM and SIGINT
 stop it cleanly: every session's thread ends, the spans are flushed, the state is saved.
@@ -30,7 +33,7 @@ from typing import Any, TextIO
 from ..replay.backfill import TIMEOUT_S, BackfillError, Exporter
 from ..replay.table import printable
 from ..telemetry import error_count
-from .discovery import discover
+from .discovery import Places
 from .follower import Follower
 from .identity import ServiceLabels
 from .live import Emitter
@@ -64,8 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"distinct project service names before 'other' (default {DEFAULT_SERVICE_CAP})")
     parser.add_argument("--poll", type=_seconds, default=0.25, metavar="SECONDS",
                         help="how often files are looked at (default 0.25)")
-    parser.add_argument("--rescan", type=_seconds, default=1.0, metavar="SECONDS",
-                        help="how often the places are searched for new sessions (default 1)")
+    parser.add_argument("--idle-poll", type=_seconds, default=1.0, metavar="SECONDS",
+                        help="how often the files of sessions evicted from memory (or never started) are looked "
+                        "at (default 1)")
+    parser.add_argument("--rescan", type=_seconds, default=0.25, metavar="SECONDS",
+                        help="how often the places are searched for new sessions (default 0.25: a search "
+                        "stats each directory and lists only those that changed)")
     parser.add_argument("--idle", type=_seconds, default=300.0, metavar="SECONDS",
                         help="a session read to its end and not written for this long is evicted from memory "
                         "(resumed when it grows; default 300)")
@@ -78,14 +85,16 @@ class Watcher:
 
     def __init__(self, args: argparse.Namespace, exporter: Exporter, state_path: Path, note: Callable[[str], None],
                  home: Path) -> None:
-        self.args, self.exporter, self.state_path, self.note, self.home = args, exporter, state_path, note, home
+        self.args, self.exporter, self.state_path, self.note = args, exporter, state_path, note
         self.emitter = Emitter(exporter.telemetry, lambda: exporter.pipeline.force_flush(TIMEOUT_S))
         self.services = ServiceLabels(args.service, args.max_services)
+        self.places = Places(args.paths, home)
         self.followers: dict[Path, Follower] = {}
         self.stop = threading.Event()
         self._errors = error_count()
         self._saved: dict[str, FileState] = {}  # in the state file, not followed (yet)
         self._written: dict[str, FileState] | None = None  # what the state file holds now
+        self._next_idle_poll = 0.0
         try:
             self._saved = load_state(state_path)
         except StateError as exc:
@@ -93,14 +102,20 @@ class Watcher:
 
     def scan(self) -> None:
         """Follow every session file found that is not followed yet."""
-        for path in sorted(discover(self.args.paths, self.home) - self.followers.keys()):
+        for path in sorted(self.places.search() - self.followers.keys()):
             state = self._saved.pop(str(path), None) or FileState()
             self.followers[path] = Follower(path, state, self.emitter, self.services, self.note,
                                             idle_s=self.args.idle)
 
     def poll(self) -> None:
+        """Look at the files of the sessions in memory (or not started yet); every ``--idle-poll`` seconds at
+        all the others too."""
+        now = time.monotonic()
+        everyone = now >= self._next_idle_poll
+        if everyone:
+            self._next_idle_poll = now + self.args.idle_poll
         for path, follower in list(self.followers.items()):
-            if not follower.poll():
+            if (everyone or follower.starting_or_active) and not follower.poll():
                 del self.followers[path]
 
     def checkpoint(self) -> None:

@@ -101,6 +101,11 @@ class Follower:
     def active(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def starting_or_active(self) -> bool:
+        """Whether its session is in memory or has not started yet (the files looked at every ``--poll``)."""
+        return self.active or (self.identity is None and not self.ignored)
+
     def checkpoint(self) -> FileState:
         """The state to persist now (spans counted so far; the flush that follows exports them)."""
         self._progress()
@@ -205,8 +210,12 @@ class Follower:
             self.findings.extend(backfill.findings)
 
     def _follow_lines(self) -> None:
+        """Audit the session from where it resumes (the one place a session resumes): today from its start,
+        with the `state.spans` already made counted and not sent, since the readers' and the audit's state
+        live only in memory. Once that state can be saved (text-free), `checkpoint` keeps it in the
+        `FileState` and this starts the `Tail` at `state.offset` / `state.line` with it restored instead."""
         assert self.format is not None
-        self._tail = Tail(self.path)  # from the start: the spans already made are skipped
+        self._tail = Tail(self.path)
         try:
             self._run(LiveSession(self._tail, self.format, self._wait, self.note, lambda: self._stopping))
         finally:

@@ -20,10 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
+from .. import semconv
+from ..telemetry.bounded import BoundedValues
+
 AGENTS = {"claude_code": "claude-code", "codex": "codex", "gemini_cli": "gemini-cli"}
 MAX_LABEL = 64
 MAX_ID = 128
-OTHER = "other"
+OTHER = semconv.OVERFLOW  # past --max-services: the one overflow value of every bounded label
 UNKNOWN_PROJECT = "unknown"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -86,12 +89,7 @@ class ServiceLabels:
     def __init__(self, fixed: str | None = None, max_services: int = 20) -> None:
         self.fixed = fixed
         self.max_services = max_services
-        self._seen: set[str] = set()
+        self._bounded = BoundedValues(cap=max_services, max_length=MAX_LABEL)
 
     def label(self, project: str) -> str:
-        if self.fixed is not None:
-            return self.fixed
-        if project in self._seen or len(self._seen) < self.max_services:
-            self._seen.add(project)
-            return project
-        return OTHER
+        return self.fixed if self.fixed is not None else self._bounded.value(project)

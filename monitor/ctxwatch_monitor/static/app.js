@@ -108,6 +108,12 @@ function renderAlarms(data) {
   }));
 }
 
+// What the loop's rewrites cost the provider's prompt cache (docs/telemetry.md, "What rewrites cost").
+function cacheText(cache) {
+  const n = (v) => v.toLocaleString("en-US");
+  return n(cache.invalidated_tokens) + " / " + n(cache.read_tokens);
+}
+
 function renderLoops(loops) {
   const body = document.querySelector("#loops tbody");
   body.replaceChildren(...loops.map((loop) => {
@@ -116,7 +122,9 @@ function renderLoops(loops) {
     tr.append(el("td", {}, loop.loop_id), el("td", {}, loop.agent), el("td", {}, loop.service),
       el("td", { class: "state-" + loop.status }, stateText(loop)), el("td", {}, loop.cycles),
       el("td", {}, loop.onset === null ? "" : loop.onset),
-      el("td", { class: "refusal-cell" }, refusalText(loop.last_refusal)), el("td", {}, ago(loop.last_seen)));
+      el("td", { class: "refusal-cell" }, refusalText(loop.last_refusal)),
+      el("td", { class: "cache-cell", "data-invalidated": loop.cache.invalidated_tokens,
+        "data-read": loop.cache.read_tokens }, cacheText(loop.cache)), el("td", {}, ago(loop.last_seen)));
     tr.addEventListener("click", () => select(loop.loop_id));
     return tr;
   }));
@@ -196,6 +204,9 @@ function renderFacts(loop) {
     ["flagged", loop.alarm_time === null ? "—" : "cycle " + loop.flagged_cycle + ", " + ago(loop.alarm_time)],
     ["halted", when(loop.halted_time)], ["blocked", when(loop.blocked_time)], ["last seen", ago(loop.last_seen)],
     ["last refusal", refusalText(loop.last_refusal) || "none"],
+    ["prompt cache", cacheText(loop.cache) + " tokens invalidated / read (" +
+      loop.cache.invalidated_chars.toLocaleString("en-US") + " characters invalidated, " +
+      loop.cache.creation_tokens.toLocaleString("en-US") + " tokens written)"],
     ["orphans", loop.counts.orphans_left + " left by applied rewrites, " + loop.counts.orphans_refused +
       " refused"],
     ["by invariant", Object.entries(loop.counts.by_invariant).map(([inv, per]) =>

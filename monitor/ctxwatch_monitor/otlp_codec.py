@@ -3,50 +3,43 @@
 `decode` turns an `ExportTraceServiceRequest` into `RawSpan`s: for each span, the attributes the
 monitor reads (span and resource level) as Python values, its end time and its position in the
 request (for error messages). Every attribute key is read; values only for the keys asked for.
-Values keep their OTLP type: str, bool, int, float, bytes, list (array) or dict (kvlist). A JSON
-value that is not a valid AnyValue decodes to an `Invalid` marker: `INVALID`, `NOT_INT64` (an
-intValue outside int64) or `NOT_UTF8` (a string with a lone surrogate, which no UTF-8 encoder,
-SQLite or Prometheus included, can write); unknown fields inside a value are ignored, as the OTLP
-JSON mapping says. A protobuf request that does not parse is walked span by span, so a span with
-invalid UTF-8 (which the protobuf runtime refuses to parse) is rejected on its own (`RawSpan.problem`)
-and the others are kept. A request that cannot be read at all raises `DecodeError` (HTTP 400,
-never retried), naming the field.
+Values keep their OTLP type: str, bool, int, float, bytes, list (array) or dict (kvlist).
+
+Both encodings are read by the protobuf runtime into the same `Resource` and `Span` messages, one at a
+time when the whole request cannot be, so a span that does not parse is rejected on its own
+(`RawSpan.problem`, naming the attribute) and the others are kept. Protobuf: a request the runtime
+refuses (invalid UTF-8 in one span, most often) is walked span by span. JSON: the structure down to each
+span is walked here, each resource and span is parsed by `google.protobuf.json_format` (an integer
+outside int64, a lone surrogate, two values in one AnyValue are its refusals); unknown fields are
+ignored, and trace and span ids are read as hex, as the OTLP JSON mapping says. A request that cannot be
+read at all raises `DecodeError` (HTTP 400, never retried), naming the field.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import re
 from collections.abc import Collection
 from typing import Any, NamedTuple
 
 from google.protobuf import any_pb2, json_format
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError as _PbDecodeError
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from .wire import PROTOBUF
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-
-class Invalid:
-    """A decoded attribute value that cannot be used; `problem` says why (for the rejection message)."""
-
-    __slots__ = ("problem",)
-
-    def __init__(self, problem: str) -> None:
-        self.problem = problem
-
-
-INVALID = Invalid("is not a valid OTLP AnyValue")
-NOT_INT64 = Invalid("is an integer outside int64")
-NOT_UTF8 = Invalid("is not valid UTF-8")
+MAX_KEY_SHOWN = 256  # characters of an attribute key quoted in a rejection
 
 
 class DecodeError(ValueError):
@@ -70,12 +63,9 @@ class RawSpan(NamedTuple):
 
 def decode(body: bytes, encoding: str, span_keys: Collection[str], resource_keys: Collection[str]) -> list[RawSpan]:
     """Decode a request body; keep the values of `span_keys` and `resource_keys` attributes."""
-    try:
-        if encoding == PROTOBUF:
-            return _decode_protobuf(body, span_keys, resource_keys)
-        return _decode_json(body, span_keys, resource_keys)
-    except RecursionError:
-        raise DecodeError("attribute values are nested too deeply") from None
+    if encoding == PROTOBUF:
+        return _decode_protobuf(body, span_keys, resource_keys)
+    return _decode_json(body, span_keys, resource_keys)
 
 
 # -- protobuf -------------------------------------------------------------------------------------
@@ -193,101 +183,84 @@ def _decode_protobuf_by_span(body: bytes, span_keys: Collection[str],
     return spans
 
 
-# -- JSON (the OTLP JSON mapping: lowerCamelCase keys, 64-bit integers as strings) ---------------
+# -- JSON (the OTLP JSON mapping: protobuf's JSON mapping, ids in hex) ------------------------------
 
-def _json_int(raw: Any) -> Any:
-    """An int64 from a JSON number or a decimal string (the JSON mapping's form of 64-bit integers)."""
-    if isinstance(raw, bool):
-        return INVALID
-    if isinstance(raw, str):
-        digits = raw[1:] if raw[:1] == "-" else raw
-        # int() would also take spaces, underscores and other Unicode digits
-        if not (digits and digits.isascii() and digits.isdigit()):
-            return INVALID
-        if len(digits.lstrip("0")) > 19:  # past int64 whatever the digits (and never a costly int())
-            return NOT_INT64
-        raw = int(raw)
-    elif not isinstance(raw, int):
-        return INVALID
-    return raw if INT64_MIN <= raw <= INT64_MAX else NOT_INT64
+_ID_KEYS = ("traceId", "spanId", "parentSpanId")
 
 
-def _json_string(raw: Any) -> Any:
-    if not isinstance(raw, str):
-        return INVALID
-    if raw.isascii():
-        return raw
-    try:
-        raw.encode()
-    except UnicodeEncodeError:  # a lone surrogate ("\ud800" in the JSON text)
-        return NOT_UTF8
-    return raw
+def _hex_ids_as_base64(message: dict[str, Any]) -> None:
+    """Rewrite the trace and span ids of a Span or Link object from OTLP's hex to protobuf's base64, in
+    place, so `json_format` reads them as the bytes the sender meant. An id that is not hex is left as it
+    is, for `json_format` to read as base64 (what an exporter using protobuf's own JSON mapping sends)."""
+    for key in _ID_KEYS:
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            with contextlib.suppress(ValueError):  # not hex: json_format reads it as base64
+                message[key] = base64.b64encode(base64.b16decode(value, casefold=True)).decode()
 
 
-_SPECIAL_DOUBLES = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+def span_from_json(obj: dict[str, Any]) -> Span:
+    """One OTLP/JSON span object as a `Span` message (`json_format.ParseError`, rarely `SystemError`, when
+    it is not one);
+    unknown fields are ignored, as the OTLP JSON mapping says. `obj`'s ids are rewritten in place."""
+    _hex_ids_as_base64(obj)
+    links = obj.get("links")
+    if isinstance(links, list):
+        for link in links:
+            if isinstance(link, dict):
+                _hex_ids_as_base64(link)
+    return json_format.ParseDict(obj, Span(), ignore_unknown_fields=True)
 
 
-def _json_double(raw: Any) -> Any:
-    if isinstance(raw, bool):
-        return INVALID
-    if isinstance(raw, int | float):
-        return float(raw)
-    if isinstance(raw, str):
-        return _SPECIAL_DOUBLES.get(raw, INVALID)
-    return INVALID
+# what json_format raises on input it cannot read: ParseError, except for a lone surrogate where it looks
+# up a field name (a string given where an object goes), which escapes from upb as a SystemError
+_NOT_READ = (json_format.ParseError, SystemError)
+_PARSE_STEP = re.compile(r"Failed to parse (\w+) field: ")
+_MAX_REASON = 200
+_LONG_WORD = re.compile(r"\S{32,}")  # a value quoted in the error (400 digits, say), cut short
 
 
-def _json_bytes(raw: Any) -> Any:
-    if not isinstance(raw, str):
-        return INVALID
-    try:
-        return base64.b64decode(raw, validate=True)
-    except ValueError:
-        return INVALID
+def _parse_reason(exc: Exception, message: type[Message]) -> str:
+    """A `json_format.ParseError` as one short line: the field it failed on and its protobuf type, then
+    what was wrong (a long value quoted in it cut short)."""
+    if not isinstance(exc, json_format.ParseError):
+        return "a field name is not valid UTF-8 (a lone surrogate)"
+    text, descriptor, name, type_name = str(exc), message.DESCRIPTOR, "", ""
+    while (step := _PARSE_STEP.match(text)) is not None:  # "Failed to parse value field: Failed to parse ..."
+        text, name = text[step.end():], step[1]
+        field = descriptor.fields_by_camelcase_name.get(name) if descriptor is not None else None
+        descriptor = field.message_type if field is not None else None
+        type_name = _FIELD_TYPES.get(field.type, "") if field is not None else ""
+    text = _LONG_WORD.sub(lambda word: word[0][:24] + "...", text.rstrip("."))
+    reason = f"{name}{f' ({type_name})' if type_name else ''}: {text}" if name else text
+    return reason if len(reason) <= _MAX_REASON else reason[:_MAX_REASON] + "..."
 
 
-def _json_array(raw: Any) -> Any:
-    values = raw.get("values", []) if isinstance(raw, dict) else INVALID
-    if not isinstance(values, list):
-        return INVALID
-    return [_json_value(v) for v in values]
+_FIELD_TYPES = {FieldDescriptor.TYPE_INT64: "int64", FieldDescriptor.TYPE_FIXED64: "fixed64",
+                FieldDescriptor.TYPE_UINT32: "uint32", FieldDescriptor.TYPE_FIXED32: "fixed32",
+                FieldDescriptor.TYPE_INT32: "int32", FieldDescriptor.TYPE_DOUBLE: "double",
+                FieldDescriptor.TYPE_BOOL: "bool", FieldDescriptor.TYPE_STRING: "string",
+                FieldDescriptor.TYPE_BYTES: "bytes", FieldDescriptor.TYPE_ENUM: "enum"}
 
 
-def _json_kvlist(raw: Any) -> Any:
-    values = raw.get("values", []) if isinstance(raw, dict) else INVALID
-    if not isinstance(values, list) or not all(isinstance(kv, dict) for kv in values):
-        return INVALID
-    return {str(kv.get("key", "")): _json_value(kv.get("value")) for kv in values}
-
-
-_JSON_VALUE_READERS = {
-    "stringValue": _json_string,
-    "boolValue": lambda raw: raw if isinstance(raw, bool) else INVALID,
-    "intValue": _json_int,
-    "doubleValue": _json_double,
-    "bytesValue": _json_bytes,
-    "arrayValue": _json_array,
-    "kvlistValue": _json_kvlist,
-}
-
-
-def _json_value(raw: Any) -> Any:
-    """One AnyValue; fields of it that are not AnyValue fields are ignored (unknown fields), two value
-    fields at once are invalid (a oneof)."""
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        return INVALID
-    found = [name for name in raw if name in _JSON_VALUE_READERS]
-    if not found:
-        return None  # an empty AnyValue
-    if len(found) > 1:
-        return INVALID
-    return _JSON_VALUE_READERS[found[0]](raw[found[0]])
+def _attributes_problem(obj: dict[str, Any], exc: Exception, message: type[Message]) -> str:
+    """Why a span or resource object did not parse, naming the first attribute that does not (by its key,
+    else its index), or the field outside the attributes."""
+    attributes = obj.get("attributes")
+    for i, kv in enumerate(attributes if isinstance(attributes, list) else ()):
+        if not isinstance(kv, dict):  # json_format raises TypeError, not ParseError, for these
+            return f"attributes[{i}] must be an object, got {type(kv).__name__}"
+        try:
+            json_format.ParseDict(kv, KeyValue(), ignore_unknown_fields=True)
+        except _NOT_READ as attribute_exc:
+            key = kv.get("key")
+            name = key[:MAX_KEY_SHOWN] if isinstance(key, str) else f"attributes[{i}]"
+            return f"attribute {name} {_parse_reason(attribute_exc, KeyValue)}"
+    return f"{_parse_reason(exc, message)}"
 
 
 def _json_list(container: dict[str, Any], key: str, where: str) -> list[Any]:
-    value = container.get(key, [])
+    value = container.get(key)
     if value is None:
         return []
     if not isinstance(value, list):
@@ -301,19 +274,21 @@ def _json_object(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
-def _json_attributes(container: dict[str, Any], keys: Collection[str], where: str) -> dict[str, Any]:
-    attrs: dict[str, Any] = {}
-    for i, kv in enumerate(_json_list(container, "attributes", where)):
-        kv = _json_object(kv, f"{where}.attributes[{i}]")
-        key = kv.get("key")
-        if not isinstance(key, str):
-            raise DecodeError(f"{where}.attributes[{i}].key must be a string", f"{where}.attributes[{i}].key")
-        if key in keys:
-            attrs[key] = _json_value(kv.get("value"))
-    return attrs
+def _json_resource(resource_spans: dict[str, Any], where: str,
+                   keys: Collection[str]) -> tuple[dict[str, Any], str | None]:
+    """The resource attributes of one ResourceSpans object, or the problem that rejects its spans."""
+    obj = _json_object(resource_spans.get("resource") or {}, f"{where}.resource")
+    try:
+        return _pb_attributes(json_format.ParseDict(obj, Resource(), ignore_unknown_fields=True).attributes,
+                              keys), None
+    except _NOT_READ as exc:
+        return {}, f"its resource cannot be read: {_attributes_problem(obj, exc, Resource)}"
 
 
 def _decode_json(body: bytes, span_keys: Collection[str], resource_keys: Collection[str]) -> list[RawSpan]:
+    """The request's structure down to each span is walked here (a broken one is a `DecodeError` naming
+    where); each resource and each span is parsed on its own by `json_format`, so one that does not parse
+    rejects only itself (or, for a resource, its spans)."""
     try:
         document = json.loads(body)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -323,17 +298,22 @@ def _decode_json(body: bytes, span_keys: Collection[str], resource_keys: Collect
     for r, resource_spans in enumerate(_json_list(document, "resourceSpans", "request")):
         where_r = f"resourceSpans[{r}]"
         resource_spans = _json_object(resource_spans, where_r)
-        resource_obj = _json_object(resource_spans.get("resource") or {}, f"{where_r}.resource")
-        resource = _json_attributes(resource_obj, resource_keys, f"{where_r}.resource")
+        resource, resource_problem = _json_resource(resource_spans, where_r, resource_keys)
         for s, scope_spans in enumerate(_json_list(resource_spans, "scopeSpans", where_r)):
             where_s = f"{where_r}.scopeSpans[{s}]"
-            scope_spans = _json_object(scope_spans, where_s)
-            for p, span in enumerate(_json_list(scope_spans, "spans", where_s)):
+            for p, obj in enumerate(_json_list(_json_object(scope_spans, where_s), "spans", where_s)):
                 where = f"{where_s}.spans[{p}]"
-                span = _json_object(span, where)
-                end = _json_int(span.get("endTimeUnixNano", 0))
-                end_ns = end if isinstance(end, int) and 0 <= end < 2**64 else 0
-                spans.append(RawSpan(_json_attributes(span, span_keys, where), resource, end_ns, where))
+                obj = _json_object(obj, where)
+                if resource_problem is not None:
+                    spans.append(RawSpan({}, resource, 0, where, resource_problem))
+                    continue
+                try:
+                    span = span_from_json(obj)
+                except _NOT_READ as exc:
+                    spans.append(RawSpan({}, resource, 0, where, _attributes_problem(obj, exc, Span)))
+                    continue
+                spans.append(RawSpan(_pb_attributes(span.attributes, span_keys), resource,
+                                     span.end_time_unix_nano, where))
     return spans
 
 

@@ -218,7 +218,8 @@ class Gauge(Family):
         items = list(self.values.items())
         if not self._budgeted():
             return items
-        admitted, shown, merged = set(self._admitted), [], {}
+        admitted, shown = set(self._admitted), []
+        merged: dict[Key, float] = {}
         for key, value in items:
             if key in admitted or self.overflow_key(key) == key:
                 shown.append((key, value))
@@ -311,7 +312,8 @@ class MetricSet:
     def take_dirty(self) -> tuple[list[tuple[str, Key, Any]], list[tuple[str, Key]]]:
         """(family, labels, value) of every persisted series changed since the last call, and
         (family, labels) of those dropped."""
-        rows, removed = [], []
+        rows: list[tuple[str, Key, Any]] = []
+        removed: list[tuple[str, Key]] = []
         for family in self.families.values():
             if family.dirty:
                 rows.extend((family.name, key, family.values[key]) for key in family.dirty)
