@@ -87,6 +87,8 @@ class GuardConfig:
             raise ValueError(f"elision_role must be one of {', '.join(ELISION_ROLES)}; got {self.elision_role!r}")
         if not isinstance(self.detector, DetectorConfig):
             raise ValueError(f"detector must be a DetectorConfig, got {type(self.detector).__name__}")
+        if not isinstance(self.enforce, Mapping):
+            raise ValueError(f"enforce must be a mapping of invariant to action, got {type(self.enforce).__name__}")
         object.__setattr__(self, "enforce", MappingProxyType(enforcement_table(self.enforce)))
         object.__setattr__(self, "directive_markers", tuple(self.directive_markers))
 

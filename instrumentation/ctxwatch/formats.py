@@ -41,8 +41,7 @@ class FormatBridge:
         return tuple(messages)
 
     def tools(self, tools: Iterable[Any]) -> list[ToolSchema]:
-        tools = list(tools)
-        if all(isinstance(t, ToolSchema) for t in tools):
+        if isinstance(tools, list) and all(isinstance(t, ToolSchema) for t in tools):
             return tools
         from .adapters import to_tool_schemas
         fmt = self.format if self.format not in (None, "ctxwatch", "langchain") else None

@@ -184,8 +184,10 @@ class ContextGuard:
         since the model has already consumed it; the report is returned.
         """
         proposed = self.bridge.to_model(messages)
-        if boundary is not None and not 0 <= boundary <= len(proposed):
-            raise ValueError(f"boundary {boundary} is outside the observed context (0..{len(proposed)})")
+        if boundary is not None and not (type(boundary) is int and 0 <= boundary <= len(proposed)):
+            shown = boundary if type(boundary) is int and abs(boundary) < 10**9 else type(boundary).__name__
+            raise ValueError(f"boundary must be a message count in 0..{len(proposed)} (the observed context), "
+                             f"got {shown}")
         if tools is not None:
             self.registry.activate(self.bridge.tools(tools))
         state = self._state
@@ -318,6 +320,8 @@ class ContextGuard:
 
     def self_edit(self, new_system_prompt: str) -> Any:
         """A model-requested rewrite of its leading system message: validated as an untrusted proposal."""
+        if not isinstance(new_system_prompt, str):
+            raise TypeError(f"new_system_prompt must be a str, got {type(new_system_prompt).__name__}")
         current = self._state.context.messages
         if not current or current[0].role not in SYSTEM_ROLES:
             raise InvalidContextError("the context has no leading system message to edit", index=0, field="role")
@@ -343,6 +347,8 @@ class ContextGuard:
     def pin_symbols(self, proposed: Sequence[Any], symbols: Iterable[str]) -> Any:
         """Record 004's *pin*: return `proposed` with the lines of the current context that mention
         `symbols` appended verbatim after the rewrite's new content, so the references survive."""
+        if isinstance(symbols, str) or not isinstance(symbols, Iterable):
+            raise TypeError(f"symbols must be a collection of strings, got {type(symbols).__name__}")
         model = self.bridge.to_model(proposed)
         change = Change.between(self._state.context, model, "rewrite")
         lines = pin_lines(change.removed_messages, symbols)

@@ -329,3 +329,34 @@ def test_a_deeply_nested_langchain_type_names_the_field(where: str) -> None:
     with pytest.raises(InvalidContextError) as err:
         to_messages(messages, "langchain")
     assert "\n" not in str(err.value) and str(err.value).startswith("message ")
+
+
+# --- the guard's public API with arguments of the wrong type -------------------------------------
+@pytest.mark.parametrize("odd", [None, 7, 2.5, float("nan"), "text", b"bytes", [], {}, object()],
+                         ids=lambda v: type(v).__name__)
+def test_the_guard_refuses_odd_arguments_with_a_typed_one_line_error(odd: object) -> None:
+    from ctxwatch import ContextGuard
+    context = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]
+    calls = {
+        "observe(boundary=)": lambda g: g.observe(context, boundary=odd),
+        "apply(kind=)": lambda g: g.apply(context, kind=odd),
+        "apply(tools=)": lambda g: g.apply(context, tools=odd),
+        "apply(deferral=)": lambda g: g.apply(context[:1], kind="compact", deferral=odd),
+        "check(messages)": lambda g: g.check(odd),
+        "self_edit": lambda g: g.self_edit(odd),
+        "pin_symbols": lambda g: g.pin_symbols(context, odd),
+        "ContextGuard(enforce=)": lambda g: ContextGuard("odd", enforce=odd),
+        "ContextGuard(pass_cap=)": lambda g: ContextGuard("odd", pass_cap=odd),
+    }
+    for name, call in calls.items():
+        guard = ContextGuard("odd")
+        guard.observe(context)
+        try:
+            call(guard)
+        except Exception as exc:  # noqa: BLE001 - which exceptions is what is checked
+            if type(exc).__module__ == "ctxwatch.errors" and not isinstance(exc, InvalidContextError):
+                continue  # the guard's decision on what it was given (its report, several lines)
+            assert isinstance(exc, (ValueError, TypeError)), name
+            assert "\n" not in str(exc) and str(exc), name
+            assert not any(word in str(exc) for word in ("unhashable", "not iterable", "not supported between",
+                                                         "has no attribute")), f"{name}: {exc}"

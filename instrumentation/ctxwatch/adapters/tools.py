@@ -28,7 +28,7 @@ def to_tool_schemas(tools: Iterable[Any], format: str | None = None,
     """One ToolSchema per tool definition; `format` is only checked, each entry's shape is recognised."""
     if format is not None and format not in FORMATS:
         raise InvalidContextError(f"unknown format {format!r} (expected one of {', '.join(FORMATS)})")
-    if isinstance(tools, (str, bytes, dict)):
+    if isinstance(tools, (str, bytes, dict)) or not isinstance(tools, Iterable):
         raise InvalidContextError(f"expected a list of tool definitions, got {type(tools).__name__}")
     out: list[ToolSchema] = []
     for i, tool in enumerate(tools):
