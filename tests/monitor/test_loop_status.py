@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,26 +25,25 @@ IDLE_AFTER, RETENTION = 5.0, 8.0  # the idle test's monitor
 STEADY = 3600.0                     # every other test's: no loop goes idle or ages out during a test
 
 
-def started(path: Path, idle_after: float, retention: float) -> MonitorProcess:
-    return MonitorProcess(path, "--idle-after", str(idle_after), "--alarm-retention", str(retention)).start()
+@contextmanager
+def running(path: Path, idle_after: float, retention: float) -> Iterator[MonitorProcess]:
+    proc = MonitorProcess(path, "--idle-after", str(idle_after), "--alarm-retention", str(retention)).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
 
 
 @pytest.fixture
 def monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
-    proc = started(tmp_path / "state.sqlite3", STEADY, STEADY)
-    try:
+    with running(tmp_path / "state.sqlite3", STEADY, STEADY) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture
 def idling_monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
-    proc = started(tmp_path / "state.sqlite3", IDLE_AFTER, RETENTION)
-    try:
+    with running(tmp_path / "state.sqlite3", IDLE_AFTER, RETENTION) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture
