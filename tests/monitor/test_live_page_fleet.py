@@ -19,7 +19,7 @@ import pytest
 from conftest import MonitorProcess
 from devtools import CHROMIUM, DevTools
 
-from ctxwatch.demo.run import Fleet
+from ctxwatch.demo.run import REFUSED_BY, Fleet
 from ctxwatch.otlp import build
 from ctxwatch.telemetry import MutationTelemetry
 
@@ -27,11 +27,9 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not instal
 IDLE_AFTER, RETENTION = 25.0, 4.0  # long enough that the fleet stays live while the page is checked under load
 ROUNDS = 14
 # the designed failures: agent -> (the invariant its guard refuses, the statuses its refused loops may show)
-FAILURES = {
-    "ops-compactor": ("tool_pairing", {"refusing"}),
-    "ledger-keeper": ("policy_isolation", {"refusing"}),
-    "config-fixer": ("plan_reference", {"refusing", "blocked", "halted"}),
-}
+STATUSES = {"ops-compactor": {"refusing"}, "ledger-keeper": {"refusing"},
+            "config-fixer": {"refusing", "blocked", "halted"}}
+FAILURES = {agent: (invariant, STATUSES[agent]) for agent, invariant in REFUSED_BY.items()}
 HEALTHY = ("support-summarizer", "research-ranker")
 
 ALARM_ROWS = """[...document.querySelectorAll('#alarms li[data-loop-id]')].map(li => ({

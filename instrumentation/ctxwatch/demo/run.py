@@ -32,6 +32,8 @@ from .view import FleetView
 
 HEALTHY = {"support-summarizer", "research-ranker"}
 CONTRACTING = {"scratchpad-writer"}
+# each designed failure and the invariant its guard must refuse it by
+REFUSED_BY = {"ops-compactor": "tool_pairing", "ledger-keeper": "policy_isolation", "config-fixer": "plan_reference"}
 ROUND_S = 1.0  # every active loop runs one cycle per round
 FLUSH_S = 10.0  # the closing flush of a complete run
 SHUTDOWN_S = 2.0  # the flush of an interrupted run, and the span pipeline's shutdown
@@ -118,7 +120,7 @@ def verdicts(fleet: Fleet, monitor_loops: list[dict[str, Any]]) -> dict[str, Any
         elif agent in HEALTHY:
             expected_ok = not flagged
         else:
-            expected_ok = True
+            expected_ok = tally.violations.get(REFUSED_BY[agent], 0) > 0
         out[agent] = {
             "description": tally.description, "loops": len(tally.loops), "cycles": tally.cycles,
             "decisions": dict(tally.decisions), "violations": dict(tally.violations),
