@@ -25,6 +25,7 @@ docs/alarm.md (`bench/bench_fingerprint.py` prints them).
 from __future__ import annotations
 
 import math
+import threading
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -151,10 +152,11 @@ class Fingerprinter:
             first.setdefault(m.digest, m)
         removed: list[int] = []
         added: list[Message] = []
-        for digest, (had, _) in base.members.items():
+        members = base.members
+        for digest, (had, _) in members.items():
             removed.extend(repeat(digest, had - counts.get(digest, 0)))
         for digest, has in counts.items():
-            entry = base.members.get(digest)
+            entry = members.get(digest)
             added.extend(repeat(first[digest], has - (entry[0] if entry else 0)))
         return base._apply(removed, added)
 
@@ -168,24 +170,66 @@ class Fingerprinter:
         return list(map(sub, array("I", (packed + self._offset).to_bytes(4 * self.lanes, "little")), repeat(_BIAS)))
 
 
+class _Version:
+    """One version of a family of member maps that share one dict (Baker's rerooting): the newest
+    version read holds the dict (`undo` is None); every other one holds the changes that turn
+    `toward`'s map into its own. Reading an older version moves the dict to it, reversing the path,
+    so each version stays exactly what it was and an update costs the messages it changes."""
+
+    __slots__ = ("members", "undo", "toward", "lock")
+
+    def __init__(self, members: dict[int, tuple[int, Contribution]], lock: threading.Lock) -> None:
+        self.members = members
+        self.undo: dict[int, tuple[int, Contribution] | None] | None = None
+        self.toward: _Version | None = None
+        self.lock = lock
+
+    def reroot(self) -> dict[int, tuple[int, Contribution]]:
+        """Make this version hold the shared dict (call with `lock` held) and return it."""
+        path = [self]
+        while path[-1].undo is not None:
+            path.append(path[-1].toward)  # type: ignore[arg-type]
+        for child, root in zip(reversed(path[:-1]), reversed(path[1:]), strict=True):
+            members, changes = root.members, child.undo
+            assert changes is not None
+            inverse: dict[int, tuple[int, Contribution] | None] = {}
+            for digest, entry in changes.items():
+                inverse[digest] = members.get(digest)
+                if entry is None:
+                    del members[digest]
+                else:
+                    members[digest] = entry
+            root.undo, root.toward, root.members = inverse, child, {}
+            child.undo, child.toward, child.members = None, None, members
+        return self.members
+
+
 class BufferFingerprint:
     """The fingerprint of one buffer: the packed lane sum, its feature count, and the multiset of
     member messages (digest -> (count, contribution)), so later updates never need the cache.
 
     Immutable: `updated` returns a new fingerprint. Two fingerprints are equal when they were made
-    with the same configuration from the same multiset of messages.
+    with the same configuration from the same multiset of messages. The fingerprints updated from one
+    another share one member dict (`_Version`), so an update does not copy the members.
     """
 
-    __slots__ = ("fingerprinter", "packed", "features", "members", "_vector", "_norm")
+    __slots__ = ("fingerprinter", "packed", "features", "_version", "_vector", "_norm")
 
     def __init__(self, fingerprinter: Fingerprinter, packed: int, features: int,
                  members: Mapping[int, tuple[int, Contribution]]) -> None:
         self.fingerprinter = fingerprinter
         self.packed = packed
         self.features = features
-        self.members = members
+        self._version = _Version(dict(members), threading.Lock())
         self._vector: list[int] | None = None
         self._norm: float | None = None
+
+    @property
+    def members(self) -> Mapping[int, tuple[int, Contribution]]:
+        """The member multiset: digest -> (count, contribution); a copy, valid after later updates."""
+        version = self._version
+        with version.lock:
+            return dict(version.reroot())
 
     @property
     def config(self) -> tuple[int, int]:
@@ -202,12 +246,38 @@ class BufferFingerprint:
         return self._apply([m.digest for m in removed], added)
 
     def _apply(self, removed: Sequence[int], added: Iterable[Message]) -> BufferFingerprint:
-        members = dict(self.members)
+        version = self._version
+        with version.lock:
+            members = version.reroot()
+            undo: dict[int, tuple[int, Contribution] | None] = {}
+            try:
+                packed, features = self._change(members, undo, removed, added)
+            except BaseException:
+                for digest, entry in undo.items():  # leave this version as it was
+                    if entry is None:
+                        del members[digest]
+                    else:
+                        members[digest] = entry
+                raise
+            result = BufferFingerprint.__new__(BufferFingerprint)
+            result.fingerprinter, result.packed, result.features = self.fingerprinter, packed, features
+            result._vector = result._norm = None
+            result._version = newest = _Version(members, version.lock)
+            version.undo, version.toward, version.members = undo, newest, {}
+            return result
+
+    def _change(self, members: dict[int, tuple[int, Contribution]],
+                undo: dict[int, tuple[int, Contribution] | None],
+                removed: Sequence[int], added: Iterable[Message]) -> tuple[int, int]:
+        """Apply the update to `members` in place, recording in `undo` each changed digest's entry
+        before it; return the new packed sum and feature count."""
         packed, features = self.packed, self.features
         for digest in removed:
             entry = members.get(digest)
             if entry is None:
                 raise ValueError(f"cannot remove message {digest:032x}: it is not in this buffer")
+            if digest not in undo:
+                undo[digest] = entry
             count, contrib = entry
             if count == 1:
                 del members[digest]
@@ -219,13 +289,15 @@ class BufferFingerprint:
         for m in added:
             contrib = fpr.message(m)
             entry = members.get(m.digest)
+            if m.digest not in undo:
+                undo[m.digest] = entry
             members[m.digest] = (entry[0] + 1 if entry else 1, contrib)
             packed += contrib.packed
             features += contrib.features
         if features > _MAX_FEATURES:
             raise ValueError(f"buffer has {features} features; "
                              f"the fingerprint supports at most {_MAX_FEATURES}")
-        return BufferFingerprint(fpr, packed, features, members)
+        return packed, features
 
     @property
     def vector(self) -> list[int]:

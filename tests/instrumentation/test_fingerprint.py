@@ -106,6 +106,33 @@ def test_incremental_fingerprint_equals_full_recompute(start, edits):
     assert fpr.buffer(buffer, base=fpr.buffer([POOL[i] for i in start])) == full
 
 
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.tuples(st.integers(0, 30), st.booleans(), st.integers(0, len(POOL) - 1)), max_size=25),
+       reads=st.lists(st.integers(0, 30), max_size=12))
+def test_every_earlier_fingerprint_stays_its_own_buffer_after_updates_from_any_version(steps, reads):
+    """Updates share one member map between versions: updating an old version (a refused rewrite's
+    base, a branch), a refused update and reading versions in any order must each still give the
+    fingerprint of its own buffer."""
+    fpr = Fingerprinter()
+    versions = [([], fpr.buffer(()))]
+    for pick, add, i in steps:
+        buffer, fp = versions[pick % len(versions)]
+        if add:
+            versions.append(([*buffer, POOL[i]], fp.updated((), [POOL[i]])))
+        elif POOL[i] in buffer:
+            rest = list(buffer)
+            rest.remove(POOL[i])
+            versions.append((rest, fp.updated([POOL[i]], [POOL[(i + 1) % len(POOL)]])))
+            versions[-1][0].append(POOL[(i + 1) % len(POOL)])
+        else:
+            with pytest.raises(ValueError, match="not in this buffer"):
+                fp.updated([POOL[(i + 1) % len(POOL)], POOL[i]], [POOL[i]])
+    for pick in [*reads, *range(len(versions))]:
+        buffer, fp = versions[pick % len(versions)]
+        full = Fingerprinter().buffer(buffer)
+        assert fp == full and fp.counts() == full.counts() and fp.size == len(buffer)
+
+
 def test_a_rewrite_of_five_of_five_hundred_messages_touches_five_contributions():
     fpr = Fingerprinter()
     msgs = _buffer(5, n=500, sentences=2)
