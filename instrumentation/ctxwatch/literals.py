@@ -294,12 +294,14 @@ def _extends(digests: Sequence[int], prefix: Sequence[int]) -> bool:
 class _DownstreamTally:
     """The downstream literals of one buffer's distinct messages: digest -> its literals, and
     literal -> how many distinct messages hold it (a duplicated message adds no literal); `digests`
-    is the buffer, `pending` a rewrite of it announced by the caller."""
+    is the buffer, `copies` how many times each of its digests is in it, `pending` a rewrite of it
+    announced by the caller."""
 
-    __slots__ = ("digests", "members", "holders", "pending")
+    __slots__ = ("digests", "copies", "members", "holders", "pending")
 
     def __init__(self) -> None:
-        self.digests: list[int] = []
+        self.digests: Sequence[int] = []
+        self.copies: Counter[int] = Counter()
         self.members: dict[int, frozenset[str]] = {}
         self.holders: Counter[str] = Counter()
         self.pending: Rewrite | None = None
@@ -309,21 +311,26 @@ class _DownstreamTally:
         """Move the tally to `messages` and return how many distinct downstream literals they hold."""
         digests = list(digests)
         pending, self.pending = self.pending, None
+        copies = self.copies
         if pending is not None and _extends(digests, pending[2]):  # the rewrite was applied
             removed, added, after = pending
-            if removed:
-                remaining = set(after)
-                for m in removed:
-                    if m.digest not in remaining and m.digest in self.members:
-                        self._drop(m.digest)
+            for m in removed:  # a rewrite's removed and added messages are what the buffer lost and gained
+                left = copies[m.digest] - 1
+                if left > 0:
+                    copies[m.digest] = left
+                elif copies.pop(m.digest, None) is not None:
+                    self._drop(m.digest)
             for m in added:
+                copies[m.digest] += 1
                 self._add(registry, m.digest, m)
-            self.digests = list(after)
+            self.digests = after  # the tally's own copy (see below)
         if _extends(digests, self.digests):
             for i in range(len(self.digests), len(digests)):
+                copies[digests[i]] += 1
                 self._add(registry, digests[i], messages[i])
         else:  # another buffer: only the messages that differ, by digest
-            now = set(digests)
+            self.copies = Counter(digests)
+            now = self.copies.keys()
             for digest in self.members.keys() - now:
                 self._drop(digest)
             new = now - self.members.keys()
