@@ -192,16 +192,23 @@ class _Version:
         for child, root in zip(reversed(path[:-1]), reversed(path[1:]), strict=True):
             members, changes = root.members, child.undo
             assert changes is not None
-            inverse: dict[int, tuple[int, Contribution] | None] = {}
-            for digest, entry in changes.items():
-                inverse[digest] = members.get(digest)
-                if entry is None:
-                    del members[digest]
-                else:
-                    members[digest] = entry
-            root.undo, root.toward, root.members = inverse, child, {}
+            root.undo, root.toward, root.members = _restore(members, changes), child, {}
             child.undo, child.toward, child.members = None, None, members
         return self.members
+
+
+def _restore(members: dict[int, tuple[int, Contribution]],
+             changes: Mapping[int, tuple[int, Contribution] | None]) -> dict[int, tuple[int, Contribution] | None]:
+    """Set each digest of `changes` back to its entry there (None: not a member); return the changes
+    that would undo this."""
+    inverse: dict[int, tuple[int, Contribution] | None] = {}
+    for digest, entry in changes.items():
+        inverse[digest] = members.get(digest)
+        if entry is None:
+            del members[digest]
+        else:
+            members[digest] = entry
+    return inverse
 
 
 class BufferFingerprint:
@@ -253,11 +260,7 @@ class BufferFingerprint:
             try:
                 packed, features = self._change(members, undo, removed, added)
             except BaseException:
-                for digest, entry in undo.items():  # leave this version as it was
-                    if entry is None:
-                        del members[digest]
-                    else:
-                        members[digest] = entry
+                _restore(members, undo)  # leave this version as it was
                 raise
             result = BufferFingerprint.__new__(BufferFingerprint)
             result.fingerprinter, result.packed, result.features = self.fingerprinter, packed, features
