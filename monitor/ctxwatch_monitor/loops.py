@@ -31,9 +31,9 @@ from .ordering import LoopOrder
 _ENTRY = struct.Struct("<IHffHHIBBB")
 _MS_MAX = 2**48 - 1
 ENTRY_SIZE = _ENTRY.size
-# state files of schema 4 and before: time as float32 s after the loop's first_seen (1 s resolution a few
+# the entries of earlier state files: time as float32 s after the loop's first_seen (1 s resolution a few
 # months away from it)
-_ENTRY_BEFORE_SCHEMA_5 = struct.Struct("<fffHHIBBB")
+_ENTRY_FLOAT32_TIME = struct.Struct("<fffHHIBBB")
 _U16 = 0xFFFF
 _U32 = 0xFFFFFFFF
 _KINDS = list(MUTATION_KINDS)
@@ -124,13 +124,13 @@ class LoopState:
         return out
 
 
-def history_before_schema_5(history: bytes, first_seen: float) -> bytes:
-    """A history ring of a state file of schema 4 or before (times as float32 offsets from the loop's first_seen)
-    in today's entry format, entry for entry (ValueError when it is not a whole number of entries)."""
-    if len(history) % _ENTRY_BEFORE_SCHEMA_5.size:
-        raise ValueError(f"a history of {len(history)} bytes is not made of {_ENTRY_BEFORE_SCHEMA_5.size}-byte entries")
+def history_from_float32_times(history: bytes, first_seen: float) -> bytes:
+    """A history ring of an earlier state file (times as float32 offsets from the loop's first_seen) in today's
+    entry format, entry for entry (ValueError when it is not a whole number of entries)."""
+    if len(history) % _ENTRY_FLOAT32_TIME.size:
+        raise ValueError(f"a history of {len(history)} bytes is not made of {_ENTRY_FLOAT32_TIME.size}-byte entries")
     return b"".join(_ENTRY.pack(*_ms(first_seen + offset), *rest)
-                    for offset, *rest in _ENTRY_BEFORE_SCHEMA_5.iter_unpack(history))
+                    for offset, *rest in _ENTRY_FLOAT32_TIME.iter_unpack(history))
 
 
 class LoopStore:

@@ -28,18 +28,18 @@ from typing import Any, NoReturn, TypeVar
 
 from ctxwatch.contraction import STATES
 
-from .loops import history_before_schema_5
+from .loops import history_from_float32_times
 
 T = TypeVar("T")
 
 
 def _history_times_in_ms(conn: sqlite3.Connection) -> None:
-    """Schema 5: history entries date a cycle in ms since the epoch, not as a float32 offset from first_seen."""
+    """History entries date a cycle in ms since the epoch, no longer as a float32 offset from first_seen."""
     rows = conn.execute("SELECT loop_id, history, first_seen FROM loops").fetchall()
     updates = []
     for loop_id, history, first_seen in rows:
         try:
-            updates.append((history_before_schema_5(history, first_seen), loop_id))
+            updates.append((history_from_float32_times(history, first_seen), loop_id))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"table loops, row loop_id={str(loop_id)[:80]!r}: column history: {exc}") from None
     conn.executemany("UPDATE loops SET history=? WHERE loop_id=?", updates)

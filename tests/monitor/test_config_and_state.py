@@ -196,10 +196,11 @@ def test_a_state_file_of_schema_4_keeps_its_history_times(tmp_path: Path) -> Non
 def test_a_schema_4_history_that_is_not_whole_entries_stops_the_migration_by_name(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite3"
     _schema_4_file(path, b"\x00" * 5)
-    with pytest.raises(StateFileError, match=r"state\.sqlite3.*schema 4.*loop_id='old'.*5 bytes"):
+    with pytest.raises(StateFileError, match=r"state\.sqlite3.*cannot be migrated.*loop_id='old'.*5 bytes"):
         Database(str(path))
-    with sqlite3.connect(path) as conn:  # left as it was
-        assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "4"
+    with sqlite3.connect(path) as conn:  # the failed step left the file as it was
+        assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] != SCHEMA_VERSION
+        assert conn.execute("SELECT history FROM loops").fetchone()[0] == b"\x00" * 5
 
 
 def test_a_state_file_of_a_newer_schema_is_refused_by_name(tmp_path: Path) -> None:
