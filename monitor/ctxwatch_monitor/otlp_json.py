@@ -146,7 +146,7 @@ _SHAPES: dict[str, Callable[[dict[str, Any]], Any]] = {
 }
 _MESSAGES: dict[str, Reader] = {}
 
-Fields = dict[str, tuple[str, Reader, "str | None", "str | None"]]  # JSON key -> name, reader, other key, oneof
+Fields = dict[str, tuple[str, Reader, str | None, str | None]]  # JSON key -> name, reader, other key, oneof
 
 
 # Shortcuts for the messages every attribute has, in the form exporters send them; anything else goes to
@@ -179,10 +179,10 @@ _SHORTCUTS = {_ANY_VALUE: _any_value_shortcut, _KEY_VALUE: _key_value_shortcut}
 
 
 def _field_reader(field: FieldDescriptor) -> Reader:
-    if field.message_type is not None:
-        entry = field.message_type.GetOptions().map_entry
-        read = _unvouched if entry or field.message_type.full_name.startswith("google.protobuf.") \
-            else _message_reader(field.message_type)
+    message = field.message_type
+    if message is not None:  # maps and well-known types have JSON forms of their own: left to json_format
+        special = message.GetOptions().map_entry or message.full_name.startswith("google.protobuf.")
+        read = _unvouched if special else _message_reader(message)
     elif field.enum_type is not None:
         read = _enum_reader(field.enum_type)
     elif field.type == FieldDescriptor.TYPE_BYTES:
