@@ -4,7 +4,9 @@ It reads what OTLP exporters send, straight from the parsed JSON, without buildi
 lowerCamelCase or as the original field names (the proto3 JSON mapping's parsers accept both), 64-bit integers
 as decimal strings or numbers, enums as numbers or names, trace and span ids in hex (the OTLP JSON mapping),
 every AnyValue variant but bytes, unknown fields ignored. Every field is checked against the message's schema,
-taken from the protobuf descriptors: its JSON type, and its range for integers.
+taken from the protobuf descriptors: its JSON type, and its range for integers. (The OTLP specification tells
+senders to use lowerCamelCase keys and enum numbers only; original names and enum names are read anyway, as
+json_format and the monitor before this reader did.)
 
 `google.protobuf.json_format` is the reference (`otlp_codec.decode_json_reference`): whatever this reader cannot
 vouch for reading exactly as json_format does raises `Unvouched`, and the caller reads that object with
