@@ -24,7 +24,6 @@ from ctxwatch.contraction import ContractionDetector
 from ctxwatch_monitor.app import create_app
 from ctxwatch_monitor.config import MEMORY_STATE, MonitorConfig
 from ctxwatch_monitor.engine import Engine
-from ctxwatch_monitor.instruments import Instruments
 from ctxwatch_monitor.otlp_codec import RawSpan, decode
 from ctxwatch_monitor.records import RESOURCE_KEYS, SPAN_KEYS, Rejected, validate
 from ctxwatch_monitor.wire import JSON, PROTOBUF
@@ -89,17 +88,6 @@ def test_a_span_the_decoder_could_not_read_is_rejected_with_its_reason() -> None
 
 
 # --- the state engine ---------------------------------------------------------------------------------------
-
-@pytest.fixture
-def engine() -> Iterator[Engine]:
-    config = MonitorConfig(state=MEMORY_STATE)
-    engine = Engine(config, Instruments(config.label_cap), None)
-    engine.restore()
-    try:
-        yield engine
-    finally:
-        engine.shutdown()
-
 
 def _cycle(loop_id: str, d: float, before: int, lost: int, sequence: int, state: str = "healthy") -> dict[str, Any]:
     return mutation(loop_id, **{semconv.HASH_DISTANCE: d, semconv.LITERALS_BEFORE: before,
