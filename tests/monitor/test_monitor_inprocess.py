@@ -72,6 +72,8 @@ def test_the_loop_id_falls_back_to_the_resource() -> None:
     ({semconv.SEQUENCE: 0}, f"attribute {semconv.SEQUENCE} must be >= 1, got 0"),
     ({semconv.LOOP_ID: None}, f"no {semconv.LOOP_ID} on the span or its resource"),
     ({semconv.LOOP_ID: "x" * 257}, "is 257 characters long (at most 256)"),
+    ({semconv.GUARD_INSTANCE: "x" * 65}, f"attribute {semconv.GUARD_INSTANCE} is 65 characters long (at most 64)"),
+    ({semconv.GUARD_INSTANCE: 7}, f"attribute {semconv.GUARD_INSTANCE} must be a string, got int"),
     ({semconv.VIOLATIONS: [1]}, "must be a string array, got array"),
     ({semconv.MUTATION_KIND: ""}, f"attribute {semconv.MUTATION_KIND} is empty"),
 ])
