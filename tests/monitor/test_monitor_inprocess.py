@@ -25,7 +25,6 @@ from ctxwatch.contraction import ContractionDetector
 from ctxwatch_monitor.app import RequestMetrics, create_app
 from ctxwatch_monitor.config import MEMORY_STATE, MonitorConfig
 from ctxwatch_monitor.engine import Engine
-from ctxwatch_monitor.instruments import Instruments
 from ctxwatch_monitor.otlp_codec import RawSpan, decode
 from ctxwatch_monitor.records import RESOURCE_KEYS, SPAN_KEYS, Rejected, validate
 from ctxwatch_monitor.wire import JSON, PROTOBUF
@@ -74,6 +73,8 @@ def test_the_loop_id_falls_back_to_the_resource() -> None:
     ({semconv.SEQUENCE: 0}, f"attribute {semconv.SEQUENCE} must be >= 1, got 0"),
     ({semconv.LOOP_ID: None}, f"no {semconv.LOOP_ID} on the span or its resource"),
     ({semconv.LOOP_ID: "x" * 257}, "is 257 characters long (at most 256)"),
+    ({semconv.GUARD_INSTANCE: "x" * 65}, f"attribute {semconv.GUARD_INSTANCE} is 65 characters long (at most 64)"),
+    ({semconv.GUARD_INSTANCE: 7}, f"attribute {semconv.GUARD_INSTANCE} must be a string, got int"),
     ({semconv.VIOLATIONS: [1]}, "must be a string array, got array"),
     ({semconv.MUTATION_KIND: ""}, f"attribute {semconv.MUTATION_KIND} is empty"),
 ])
@@ -90,17 +91,6 @@ def test_a_span_the_decoder_could_not_read_is_rejected_with_its_reason() -> None
 
 
 # --- the state engine ---------------------------------------------------------------------------------------
-
-@pytest.fixture
-def engine() -> Iterator[Engine]:
-    config = MonitorConfig(state=MEMORY_STATE)
-    engine = Engine(config, Instruments(config.label_cap), None)
-    engine.restore()
-    try:
-        yield engine
-    finally:
-        engine.shutdown()
-
 
 def _cycle(loop_id: str, d: float, before: int, lost: int, sequence: int, state: str = "healthy") -> dict[str, Any]:
     return mutation(loop_id, **{semconv.HASH_DISTANCE: d, semconv.LITERALS_BEFORE: before,
