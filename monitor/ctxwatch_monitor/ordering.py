@@ -121,7 +121,8 @@ class LoopOrder:
         return _encode({"next": self.next, "since": self.since, "candidate": self.candidate,
                         "previous": self.previous, "source": self.source, "reason": self.reason,
                         "gap": self.gap, "seen": self.seen, "candidate_seen": self.candidate_seen,
-                        "instance": self.instance, "candidate_instance": self.candidate_instance, "left": list(self.left),
+                        "instance": self.instance, "candidate_instance": self.candidate_instance,
+                        "left": list(self.left),
                         "pending": [_stored(r) for r in self.pending.values()],
                         "candidates": [_stored(r) for r in self.candidates.values()]})
 
