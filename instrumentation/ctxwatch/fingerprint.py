@@ -10,9 +10,12 @@ vector; a buffer's fingerprint is the exact integer sum of its messages' contrib
 
 Because the sum is exact integer arithmetic, removing a message subtracts precisely what adding
 it added: an incrementally updated fingerprint *equals* a full recompute, and a rewrite that
-changed 5 of 500 messages costs 5 messages. The lane vector is packed into one Python integer
-(32-bit lanes, offset-binary on decode), so adding or removing a message is one big-integer
-addition. Contributions are cached per message digest in a bounded cache.
+changed 5 of 500 messages costs 5 messages. The buffer's lane vector is packed into one Python
+integer (32-bit lanes, offset-binary on decode). A message's contribution is kept as its features'
+lane codes (2 bytes a feature), or packed like a buffer when that is smaller (more than
+``2 · lanes`` features); an update counts the codes of all the messages it adds or removes at once
+(`collections.Counter`, in C) and packs the counts once, instead of stepping a lane vector per
+feature in Python. Contributions are cached per message digest in a bounded cache.
 
 Distance is the angle between two projections, normalised to [0, 1]: ``d = 2·θ/π`` where
 ``cos θ`` is the cosine of the two lane vectors. Identical buffers give 0, buffers with no
@@ -29,8 +32,8 @@ import threading
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import repeat
-from operator import mul, sub
+from itertools import chain, repeat
+from operator import and_, mul, sub
 
 import xxhash
 
@@ -75,13 +78,27 @@ def message_features(message: Message) -> set[str]:
 
 
 class Contribution:
-    """One message's signed lane vector, packed into a single integer."""
+    """One message's signed lane vector: the lane codes of its features (`codes`: code = the
+    feature's hash mod ``2 · lanes``, lane ``code >> 1``, +1 when the code is odd, -1 when even), or
+    for a message with more features than that is worth, the vector packed (`dense`)."""
 
-    __slots__ = ("packed", "features")
+    __slots__ = ("codes", "dense", "features", "fingerprinter")
 
-    def __init__(self, packed: int, features: int) -> None:
-        self.packed = packed
-        self.features = features
+    def __init__(self, fingerprinter: Fingerprinter, codes: array[int]) -> None:
+        self.fingerprinter = fingerprinter
+        self.features = len(codes)
+        if self.features * codes.itemsize < 4 * fingerprinter.lanes:
+            self.codes: array[int] | None = codes
+            self.dense: int | None = None
+        else:
+            self.codes, self.dense = None, fingerprinter.pack(Counter(codes))
+
+    @property
+    def packed(self) -> int:
+        """The signed lane vector packed into one integer (as `Fingerprinter.decode` reads it)."""
+        if self.dense is not None:
+            return self.dense
+        return self.fingerprinter.pack(Counter(self.codes))
 
 
 class Fingerprinter:
@@ -89,7 +106,7 @@ class Fingerprinter:
 
     `lanes` (a power of two) and `seed` define the fingerprint: distances are only defined
     between fingerprints made with the same pair. `cache_limit` bounds the number of cached
-    message contributions (each is ``4 · lanes`` bytes).
+    message contributions (each is 2 bytes a feature, at most ``4 · lanes`` bytes).
     """
 
     def __init__(self, lanes: int = LANES, *, seed: int = FEATURE_SEED,
@@ -102,8 +119,9 @@ class Fingerprinter:
         self.seed = seed
         self.cache_limit = cache_limit
         self._mask = 2 * lanes - 1
-        self._biased = array("I", repeat(_BIAS, lanes))  # every lane at zero, offset-binary
-        self._offset = int.from_bytes(self._biased, "little")
+        self._typecode = "H" if 2 * lanes <= 1 << 16 else "I"
+        self._no_codes = array("I", bytes(8 * lanes))  # a count per lane code, all zero
+        self._offset = int.from_bytes(array("I", repeat(_BIAS, lanes)), "little")  # every lane at zero, offset-binary
         self._cache: dict[int, Contribution] = {}
 
     @property
@@ -135,15 +153,27 @@ class Fingerprinter:
         return found
 
     def _compute(self, message: Message) -> Contribution:
-        feats = message_features(message)
-        vec = array("I", self._biased)
-        mask = self._mask
-        # one step per feature (a message's features rarely share a lane, so counting them first
-        # would only add a pass)
-        for hashed in map(xxhash.xxh3_64_intdigest, feats, repeat(self.seed)):
-            code = hashed & mask
-            vec[code >> 1] += 1 if code & 1 else -1
-        return Contribution(int.from_bytes(vec, "little") - self._offset, len(feats))
+        hashed = map(xxhash.xxh3_64_intdigest, message_features(message), repeat(self.seed))
+        return Contribution(self, array(self._typecode, list(map(and_, hashed, repeat(self._mask)))))
+
+    def pack(self, counts: Mapping[int, int]) -> int:
+        """The packed signed lane vector of a count of lane codes (code -> how many features have it)."""
+        tally = array("I", self._no_codes)
+        for code, count in counts.items():  # at most 2 · lanes steps, often far fewer
+            tally[code] = count
+        return int.from_bytes(tally[1::2], "little") - int.from_bytes(tally[0::2], "little")
+
+    def total(self, contributions: Iterable[Contribution]) -> int:
+        """The packed sum of contributions (of this fingerprinter): the codes of all of them counted
+        at once and packed once, the dense ones added."""
+        codes: list[array[int]] = []
+        packed = 0
+        for contrib in contributions:
+            if contrib.codes is not None:
+                codes.append(contrib.codes)
+            elif contrib.dense is not None:
+                packed += contrib.dense
+        return packed + self.pack(Counter(chain.from_iterable(codes))) if codes else packed
 
     def buffer(self, messages: Iterable[Message], *,
                base: BufferFingerprint | None = None) -> BufferFingerprint:
@@ -282,6 +312,7 @@ class BufferFingerprint:
         """Apply the update to `members` in place, recording in `undo` each changed digest's entry
         before it; return the new packed sum and feature count."""
         packed, features = self.packed, self.features
+        gone: list[Contribution] = []
         for digest in removed:
             entry = members.get(digest)
             if entry is None:
@@ -293,17 +324,22 @@ class BufferFingerprint:
                 del members[digest]
             else:
                 members[digest] = (count - 1, contrib)
-            packed -= contrib.packed
+            gone.append(contrib)
             features -= contrib.features
         fpr = self.fingerprinter
+        new: list[Contribution] = []
         for m in added:
             contrib = fpr.message(m)
             entry = members.get(m.digest)
             if m.digest not in undo:
                 undo[m.digest] = entry
             members[m.digest] = (entry[0] + 1 if entry else 1, contrib)
-            packed += contrib.packed
+            new.append(contrib)
             features += contrib.features
+        if gone:
+            packed -= fpr.total(gone)
+        if new:
+            packed += fpr.total(new)
         if features > _MAX_FEATURES:
             raise ValueError(f"buffer has {features} features; "
                              f"the fingerprint supports at most {_MAX_FEATURES}")
