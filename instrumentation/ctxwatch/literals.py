@@ -64,10 +64,12 @@ DEFAULT_PATTERNS: dict[str, str] = {
 }
 
 # A default pattern only runs on text holding one of these substrings: most prose has no URL,
-# path or backtick, and skipping a scan is the cheapest scan.
+# path or backtick, and skipping a scan is the cheapest scan. A token-local pattern's substrings are
+# looked for in the candidate tokens it scans (every match of it lies in them), not in the whole text.
 _PREFILTERS: dict[str, tuple[str, ...]] = {
     "ticket": ("-",), "uuid": ("-",), "url": ("://",), "abs_path": ("/",), "rel_path": ("/",),
-    "tool_id": ("_",), "code_span": ("`",),
+    "tool_id": ("_",), "hex_prefixed": ("0x",),
+    "win_path": (":\\",), "code_span": ("`",),
 }
 
 # Default patterns that never match across white space: they run only on the tokens that could
@@ -189,7 +191,10 @@ class LiteralRegistry:
         token-local), and every prefilter needle: `extract` reads them without a lookup per pattern."""
         self._scans = [(pattern, 1 if pattern.groups else 0, name in CONTAINER_PATTERNS, self._needs.get(name, ()),
                         name in self._token_local) for name, pattern in self._patterns.items()]
-        self._needles = frozenset(needle for needs in self._needs.values() for needle in needs)
+        self._needles = frozenset(needle for name, needs in self._needs.items() if name not in self._token_local
+                                  for needle in needs)
+        self._token_needles = frozenset(needle for name, needs in self._needs.items() if name in self._token_local
+                                        for needle in needs)
 
     def extract(self, text: str) -> frozenset[str]:
         """Every literal in `text`, case-sensitive; a match inside a longer *atomic* match is not
@@ -199,6 +204,9 @@ class LiteralRegistry:
         candidates = _Candidates(text if self._token_local else "")
         any_candidate = candidates.joined != ""
         present = {needle for needle in self._needles if needle in text}
+        if any_candidate:
+            joined = candidates.joined
+            present |= {needle for needle in self._token_needles if needle in joined}
         for pattern, group, container, need, token_local in self._scans:
             if need and present.isdisjoint(need):
                 continue
