@@ -63,6 +63,19 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "code_span": r"`([^`\n\\]{1,80})`",  # no backslash: not the inside of JSON-escaped text
 }
 
+# How some default patterns are compiled: the same matches, written to begin with a character class
+# (the first character consumed, the word boundary or look-behind checked just after it), because the
+# regular expression engine skips in C to where such a pattern can start, while a pattern that
+# begins with `\b` or a look-behind is tried at every position. `(?<!X.)` right after a consumed
+# character c (c not a line break) is `(?<!X)` before c; `\b` before a word character is `(?<!\w)`.
+_SCAN_FORMS: dict[str, str] = {
+    "ticket": r"[A-Z](?<!\w.)[A-Z]+-\d{3,}\b",
+    "uuid": r"[0-9a-fA-F](?<!\w.)[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+    "error_code": r"[A-Z](?<!\w.)(?:[A-Z]{0,4}\d{3,6}|[A-Z0-9]*(?:_[A-Z0-9]+){1,6}|(?<=E)(?:" + _ERRNO + r"))\b",
+    "hex_prefixed": r"0(?<!\w.)x[0-9a-fA-F]{4,}\b",
+    "number": r"\d(?<![\w.].)(?:\d*\.\d+|\d{4,})(?![\w.]*\w)",
+}
+
 # A default pattern only runs on text holding one of these substrings: most prose has no URL,
 # path or backtick, and skipping a scan is the cheapest scan. A token-local pattern's substrings are
 # looked for in the candidate tokens it scans (every match of it lies in them), not in the whole text.
@@ -163,7 +176,7 @@ class LiteralRegistry:
         self._token_local: set[str] = default & _TOKEN_LOCAL
         for name, pattern in chosen.items():
             try:
-                self._patterns[name] = re.compile(pattern)
+                self._patterns[name] = re.compile(_SCAN_FORMS.get(name, pattern) if name in default else pattern)
             except re.error as exc:
                 raise ValueError(f"literal pattern {name!r} is not a valid regular expression: {exc}") from None
         self._plan()

@@ -1,8 +1,9 @@
 """The two scans behind every measurement give, bit for bit, what their straightforward references
 give (tests/support/reference_scans.py): the literal sets of `LiteralRegistry` (candidate tokens,
-prefilters) and the fingerprint contributions of `Fingerprinter` (translated split, one step per
-feature), on every message of every readable corpus session and on generated texts built from the
-characters each fast path treats specially."""
+prefilters, patterns compiled to begin with a character class) and the fingerprint contributions of
+`Fingerprinter` (split of the translated bytes, lane codes counted per update), on every message of
+every readable corpus session and on generated texts built from the characters each fast path treats
+specially. So does a message's canonical rendering (text messages are written without the encoder)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from reference_scans import reference_candidates, reference_extract, reference_f
 
 from ctxwatch.fingerprint import Fingerprinter, message_features
 from ctxwatch.literals import LiteralRegistry, _Candidates, literal_text
-from ctxwatch.model import Message, TextPart, ToolCall, ToolResult
+from ctxwatch.model import Message, TextPart, ToolCall, ToolResult, canonical_json
 from ctxwatch.sessions import Mutation, Snapshot, read_session
 
 
@@ -38,9 +39,15 @@ def corpus_messages() -> list[Message]:
 CORPUS_MESSAGES = corpus_messages()
 
 
+def encoder_rendering(m: Message) -> bytes:
+    body = [m.role, m.name, [p.to_canonical() for p in m.parts], m.extra]
+    return canonical_json(body).encode("utf-8", "surrogatepass")
+
+
 def assert_same_as_reference(messages: list[Message]) -> None:
     registry, fingerprinter = LiteralRegistry(), Fingerprinter()
     for m in messages:
+        assert m.canonical() == encoder_rendering(m)
         for text in {literal_text(m), literal_text(m, tool_output=False)}:
             assert registry.extract(text) == reference_extract(text), text[:200]
             candidates, expected = _Candidates(text), reference_candidates(text)
@@ -80,3 +87,13 @@ def test_generated_texts_scan_as_their_reference(pieces, noise):
                 Message("assistant", [TextPart(noise), ToolCall("call_1", "run", f'{{"cmd": "{text[:60]!r}"}}')]),
                 Message("tool", [ToolResult("call_1", text)])]
     assert_same_as_reference(messages)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(), max_size=3), st.none() | st.text(max_size=10), st.none() | st.text(max_size=20),
+       st.sampled_from(["system", "user", "assistant"]))
+def test_canonical_rendering_of_text_messages_is_the_encoders(texts, name, extra, role):
+    # every character class JSON escapes: quotes, backslashes, control characters, lone surrogates
+    texts = texts + ['"\\\n\t\x00\x1f\u2028\ud800é']
+    for m in (Message(role, [TextPart(t) for t in texts], name=name, extra=extra), Message(role, name=name)):
+        assert m.canonical() == encoder_rendering(m)
