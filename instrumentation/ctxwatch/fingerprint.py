@@ -156,24 +156,30 @@ class Fingerprinter:
         hashed = map(xxhash.xxh3_64_intdigest, message_features(message), repeat(self.seed))
         return Contribution(self, array(self._typecode, list(map(and_, hashed, repeat(self._mask)))))
 
-    def pack(self, counts: Mapping[int, int]) -> int:
-        """The packed signed lane vector of a count of lane codes (code -> how many features have it)."""
+    def pack(self, counts: Mapping[int, int], minus: Mapping[int, int] | None = None) -> int:
+        """The packed signed lane vector of a count of lane codes (code -> how many features have
+        it), less that of `minus` (a feature taken away counts as one of the opposite sign)."""
         tally = array("I", self._no_codes)
         for code, count in counts.items():  # at most 2 · lanes steps, often far fewer
             tally[code] = count
+        for code, count in (minus or {}).items():
+            tally[code ^ 1] += count
         return int.from_bytes(tally[1::2], "little") - int.from_bytes(tally[0::2], "little")
 
-    def total(self, contributions: Iterable[Contribution]) -> int:
-        """The packed sum of contributions (of this fingerprinter): the codes of all of them counted
-        at once and packed once, the dense ones added."""
-        codes: list[array[int]] = []
+    def delta(self, added: Iterable[Contribution], removed: Iterable[Contribution] = ()) -> int:
+        """The packed sum of the `added` contributions less that of the `removed` ones (all made by
+        this fingerprinter): their codes counted at once and packed once, the dense ones added."""
         packed = 0
-        for contrib in contributions:
-            if contrib.codes is not None:
-                codes.append(contrib.codes)
-            elif contrib.dense is not None:
-                packed += contrib.dense
-        return packed + self.pack(Counter(chain.from_iterable(codes))) if codes else packed
+        counts = []
+        for contributions, sign in ((added, 1), (removed, -1)):
+            codes: list[array[int]] = []
+            for contrib in contributions:
+                if contrib.codes is not None:
+                    codes.append(contrib.codes)
+                elif contrib.dense is not None:
+                    packed += sign * contrib.dense
+            counts.append(Counter(chain.from_iterable(codes)))
+        return packed + self.pack(*counts)
 
     def buffer(self, messages: Iterable[Message], *,
                base: BufferFingerprint | None = None) -> BufferFingerprint:
@@ -336,10 +342,7 @@ class BufferFingerprint:
             members[m.digest] = (entry[0] + 1 if entry else 1, contrib)
             new.append(contrib)
             features += contrib.features
-        if gone:
-            packed -= fpr.total(gone)
-        if new:
-            packed += fpr.total(new)
+        packed += fpr.delta(new, gone)
         if features > _MAX_FEATURES:
             raise ValueError(f"buffer has {features} features; "
                              f"the fingerprint supports at most {_MAX_FEATURES}")
