@@ -29,15 +29,37 @@ def canonical_json(value: object) -> str:
     return _CANONICAL.encode(value)
 
 
-def _string_or_null(value: str | None) -> str:
-    return "null" if value is None else encode_basestring(value)
+def _flat_json(values: list) -> str | None:
+    """`canonical_json(values)` of a list of strings, booleans and None, written with the encoder's
+    own string escaping but without its pass over the structure (on a message of text that pass costs
+    about as much as escaping the text); None when a value is of another type."""
+    out = []
+    for value in values:
+        kind = type(value)
+        if kind is str:
+            out.append(encode_basestring(value))
+        elif value is None:
+            out.append("null")
+        elif kind is bool:
+            out.append("true" if value else "false")
+        else:
+            return None
+    return "[" + ",".join(out) + "]"
 
 
-def _text_message_json(role: str, name: str | None, texts: list[str], extra: str | None) -> str:
-    """``canonical_json([role, name, [["text", t] for t in texts], extra])``, without the encoder's
-    pass over the structure (its cost on a message of text is ~half that of escaping the text)."""
-    parts = ",".join(['["text",' + encode_basestring(t) + "]" for t in texts])
-    return f"[{encode_basestring(role)},{_string_or_null(name)},[{parts}],{_string_or_null(extra)}]"
+def _canonical_text(role: str, name: str | None, parts: tuple[Part, ...], extra: str | None) -> str:
+    """`canonical_json([role, name, [each part's canonical list], extra])`: flat parts (all but a tool
+    result holding parts) and fields written directly, anything else by the encoder."""
+    rendered: list[str] = []
+    for part in parts:
+        flat = _flat_json(part.to_canonical())
+        if flat is None:
+            break
+        rendered.append(flat)
+    head, tail = _flat_json([role, name]), _flat_json([extra])
+    if head is None or tail is None or len(rendered) < len(parts):
+        return canonical_json([role, name, [p.to_canonical() for p in parts], extra])
+    return head[:-1] + ",[" + ",".join(rendered) + "]," + tail[1:]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,11 +173,7 @@ class Message:
     def canonical(self) -> bytes:
         """Canonical bytes of what the model sees of this message (stable rendering)."""
         if self._canonical is None:
-            texts = [p.text for p in self.parts if type(p) is TextPart]
-            if len(texts) == len(self.parts):  # most messages: the encoder's text, written directly
-                rendered = _text_message_json(self.role, self.name, texts, self.extra)
-            else:
-                rendered = canonical_json([self.role, self.name, [p.to_canonical() for p in self.parts], self.extra])
+            rendered = _canonical_text(self.role, self.name, self.parts, self.extra)
             self._canonical = rendered.encode("utf-8", "surrogatepass")
         return self._canonical
 
