@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from json.encoder import encode_basestring  # the string escaping of ensure_ascii=False (C-accelerated)
 
 import xxhash
 
@@ -27,39 +26,6 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 def canonical_json(value: object) -> str:
     """JSON with sorted keys and fixed separators: the same value always gives the same text."""
     return _CANONICAL.encode(value)
-
-
-def _flat_json(values: list) -> str | None:
-    """`canonical_json(values)` of a list of strings, booleans and None, written with the encoder's
-    own string escaping but without its pass over the structure (on a message of text that pass costs
-    about as much as escaping the text); None when a value is of another type."""
-    out = []
-    for value in values:
-        kind = type(value)
-        if kind is str:
-            out.append(encode_basestring(value))
-        elif value is None:
-            out.append("null")
-        elif kind is bool:
-            out.append("true" if value else "false")
-        else:
-            return None
-    return "[" + ",".join(out) + "]"
-
-
-def _canonical_text(role: str, name: str | None, parts: tuple[Part, ...], extra: str | None) -> str:
-    """`canonical_json([role, name, [each part's canonical list], extra])`: flat parts (all but a tool
-    result holding parts) and fields written directly, anything else by the encoder."""
-    rendered: list[str] = []
-    for part in parts:
-        flat = _flat_json(part.to_canonical())
-        if flat is None:
-            break
-        rendered.append(flat)
-    head, tail = _flat_json([role, name]), _flat_json([extra])
-    if head is None or tail is None or len(rendered) < len(parts):
-        return canonical_json([role, name, [p.to_canonical() for p in parts], extra])
-    return head[:-1] + ",[" + ",".join(rendered) + "]," + tail[1:]
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,8 +139,8 @@ class Message:
     def canonical(self) -> bytes:
         """Canonical bytes of what the model sees of this message (stable rendering)."""
         if self._canonical is None:
-            rendered = _canonical_text(self.role, self.name, self.parts, self.extra)
-            self._canonical = rendered.encode("utf-8", "surrogatepass")
+            body = [self.role, self.name, [p.to_canonical() for p in self.parts], self.extra]
+            self._canonical = canonical_json(body).encode("utf-8", "surrogatepass")
         return self._canonical
 
     @property

@@ -3,7 +3,7 @@ give (tests/support/reference_scans.py): the literal sets of `LiteralRegistry` (
 prefilters, patterns compiled to begin with a character class) and the fingerprint contributions of
 `Fingerprinter` (split of the translated bytes, lane codes counted per update), on every message of
 every readable corpus session and on generated texts built from the characters each fast path treats
-specially. So does a message's canonical rendering (flat parts are written without the encoder)."""
+specially."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from reference_scans import reference_candidates, reference_extract, reference_f
 
 from ctxwatch.fingerprint import Fingerprinter, message_features
 from ctxwatch.literals import LiteralRegistry, _Candidates, literal_text
-from ctxwatch.model import Message, OpaquePart, TextPart, ToolCall, ToolResult, canonical_json
+from ctxwatch.model import Message, TextPart, ToolCall, ToolResult
 from ctxwatch.sessions import Mutation, Snapshot, read_session
 
 
@@ -39,15 +39,9 @@ def corpus_messages() -> list[Message]:
 CORPUS_MESSAGES = corpus_messages()
 
 
-def encoder_rendering(m: Message) -> bytes:
-    body = [m.role, m.name, [p.to_canonical() for p in m.parts], m.extra]
-    return canonical_json(body).encode("utf-8", "surrogatepass")
-
-
 def assert_same_as_reference(messages: list[Message]) -> None:
     registry, fingerprinter = LiteralRegistry(), Fingerprinter()
     for m in messages:
-        assert m.canonical() == encoder_rendering(m)
         for text in {literal_text(m), literal_text(m, tool_output=False)}:
             assert registry.extract(text) == reference_extract(text), text[:200]
             candidates, expected = _Candidates(text), reference_candidates(text)
@@ -87,18 +81,3 @@ def test_generated_texts_scan_as_their_reference(pieces, noise):
                 Message("assistant", [TextPart(noise), ToolCall("call_1", "run", f'{{"cmd": "{text[:60]!r}"}}')]),
                 Message("tool", [ToolResult("call_1", text)])]
     assert_same_as_reference(messages)
-
-
-# every character class JSON escapes: quotes, backslashes, control characters, lone surrogates
-ESCAPED = '"\\\n\t\x00\x1f\u2028\ud800é'
-TEXTS = st.text() | st.just(ESCAPED)
-FLAT_PARTS = st.one_of(st.builds(TextPart, TEXTS), st.builds(ToolCall, TEXTS, TEXTS, TEXTS),
-                       st.builds(ToolResult, TEXTS, TEXTS, st.booleans()), st.builds(OpaquePart, TEXTS, TEXTS))
-PARTS = st.one_of(FLAT_PARTS, st.builds(ToolResult, TEXTS, st.tuples(FLAT_PARTS), st.booleans()))
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(PARTS, max_size=4), st.none() | TEXTS, st.none() | TEXTS, st.sampled_from(["system", "user", "tool"]))
-def test_canonical_rendering_is_the_encoders(parts, name, extra, role):
-    m = Message(role, parts, name=name, extra=extra)
-    assert m.canonical() == encoder_rendering(m)
