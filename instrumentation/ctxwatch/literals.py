@@ -67,8 +67,10 @@ DEFAULT_PATTERNS: dict[str, str] = {
 # (the first character consumed, the word boundary or look-behind checked just after it), because the
 # regular expression engine skips in C to where such a pattern can start, while a pattern that
 # begins with `\b` or a look-behind is tried at every position. `(?<!X.)` right after a consumed
-# character c (c not a line break) is `(?<!X)` before c; `\b` before a word character is `(?<!\w)`.
+# character c (c not a line break) is `(?<!X)` before c; `\b` before a word character is `(?<!\w)`;
+# `(?<=(?=A).)` right after c is `(?=A)` before c.
 _SCAN_FORMS: dict[str, str] = {
+    "hex": r"[0-9a-f](?<!\w.)(?<=(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f]).)[0-9a-f]{6,}\b",
     "ticket": r"[A-Z](?<!\w.)[A-Z]+-\d{3,}\b",
     "uuid": r"[0-9a-fA-F](?<!\w.)[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
     "error_code": r"[A-Z](?<!\w.)(?:[A-Z]{0,4}\d{3,6}|[A-Z0-9]*(?:_[A-Z0-9]+){1,6}|(?<=E)(?:" + _ERRNO + r"))\b",
