@@ -28,12 +28,13 @@ docs/alarm.md (`bench/bench_fingerprint.py` prints them).
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, repeat
-from operator import and_, mul, sub
+from operator import mul, sub
 
 import xxhash
 
@@ -120,6 +121,9 @@ class Fingerprinter:
         self.cache_limit = cache_limit
         self._mask = 2 * lanes - 1
         self._typecode = "H" if 2 * lanes <= 1 << 16 else "I"
+        width = array(self._typecode).itemsize
+        # each byte of a lane code (lowest first), as a table that masks the same byte of a hash
+        self._code_bytes = [bytes(b & (self._mask >> 8 * k) for b in range(256)) for k in range(width)]
         self._no_codes = array("I", bytes(8 * lanes))  # a count per lane code, all zero
         self._offset = int.from_bytes(array("I", repeat(_BIAS, lanes)), "little")  # every lane at zero, offset-binary
         self._cache: dict[int, Contribution] = {}
@@ -153,8 +157,17 @@ class Fingerprinter:
         return found
 
     def _compute(self, message: Message) -> Contribution:
-        hashed = map(xxhash.xxh3_64_intdigest, message_features(message), repeat(self.seed))
-        return Contribution(self, array(self._typecode, list(map(and_, hashed, repeat(self._mask)))))
+        # the lane codes (each feature's xxh3-64 mod 2 · lanes) cut from the joined 8-byte hashes in
+        # C: the hashes are big-endian, so a code's k-th byte is every hash's (7 - k)-th, masked
+        hashes = b"".join(map(xxhash.xxh3_64_digest, message_features(message), repeat(self.seed)))
+        width = len(self._code_bytes)
+        codes = bytearray(len(hashes) // 8 * width)
+        for k, table in enumerate(self._code_bytes):
+            codes[k::width] = hashes[7 - k::8].translate(table)
+        lane_codes = array(self._typecode, codes)
+        if sys.byteorder == "big":
+            lane_codes.byteswap()
+        return Contribution(self, lane_codes)
 
     def pack(self, counts: Mapping[int, int], minus: Mapping[int, int] | None = None) -> int:
         """The packed signed lane vector of a count of lane codes (code -> how many features have
