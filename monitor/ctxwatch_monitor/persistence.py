@@ -30,12 +30,16 @@ from ctxwatch.contraction import STATES
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 # what turns a state file of an earlier schema into the next one (a monitor upgrade keeps its loops)
 _MIGRATIONS = {"1": ("ALTER TABLE loops ADD COLUMN episode INTEGER NOT NULL DEFAULT 0",
                      "ALTER TABLE loops ADD COLUMN episode_start REAL"),
                "2": ("ALTER TABLE loops ADD COLUMN ordering TEXT",),
-               "3": ("ALTER TABLE loops ADD COLUMN oncall TEXT",)}
+               "3": ("ALTER TABLE loops ADD COLUMN oncall TEXT",),
+               # ctxwatch_mutations_total gained its last label, agent_version: "" (none sent) for the series
+               # kept so far, written as json.dumps writes the key (the text is the row's primary key)
+               "4": ("UPDATE series SET labels = substr(labels, 1, length(labels) - 1) || ', \"\"]' "
+                     "WHERE family = 'ctxwatch_mutations_total'",)}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
