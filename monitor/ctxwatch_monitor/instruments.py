@@ -231,18 +231,18 @@ class Instruments:
         if not ttl:
             return
         held = list(self.loops.values)
-        for position, (label, bounded) in enumerate((("service", self.services), ("agent", self.agents),
-                                                     ("agent_version", self.versions))):
-            in_use = {key[position] for key in held} if position < 2 else set()  # loops hold no version
-            freed = bounded.expire(now - ttl, in_use)
+        # (label, its values, its place in a loop's (service, agent) pair: loops hold no version)
+        for label, bounded, in_pair in (("service", self.services, 0), ("agent", self.agents, 1),
+                                        ("agent_version", self.versions, None)):
+            freed = bounded.expire(now - ttl, set() if in_pair is None else {key[in_pair] for key in held})
             if not freed:
                 continue
             for family in self.metric_set.families.values():
                 family.forget(label, freed)
             index = _BASE_INDEX[label]
             self._key_cache = {base: keys for base, keys in self._key_cache.items() if base[index] not in freed}
-            if position < 2:
-                self._pairs = {pair: labels for pair, labels in self._pairs.items() if pair[position] not in freed}
+            if in_pair is not None:
+                self._pairs = {pair: labels for pair, labels in self._pairs.items() if pair[in_pair] not in freed}
 
     def _bounded_labels(self) -> tuple[BoundedValues, ...]:
         """The bounded values of each `LABEL_STATE_KEYS` entry, in that order."""
