@@ -3,10 +3,10 @@ guard `Report` is recorded on them.
 
 Instruments are built from `semconv.METRICS` (name, unit, bucket advice), cached per meter
 provider and shared by every `MutationTelemetry` on that provider, together with the agent,
-service and agent-version caps, so many guards in one process still stay under the cardinality cap. Counters are
-pre-aggregated `Tally`s (observable counters); histograms are synchronous: the guard duration for
-every attempt, the rewrite figures (pass number, d_t, r_t) for applied rewrites only
-(`semconv.is_applied_rewrite`).
+service and agent-version caps, so many guards in one process still stay under the cardinality cap.
+Counters are pre-aggregated `Tally`s (observable counters); histograms are synchronous: the guard
+duration for every attempt, the rewrite figures (pass number, d_t, r_t, the agent's tokens before)
+for applied rewrites only (`semconv.is_applied_rewrite`).
 """
 
 from __future__ import annotations
