@@ -3,7 +3,8 @@
 One simulated fleet (tests/e2e/mixin_fleet.py: real ContextGuards, real OTel SDK, OTLP/HTTP), then a real
 Claude Code session of the corpus backfilled as ``replay --otlp`` does it (agent ``claude-code``, service
 ``coding-agents``: the coding-agent fleet of issue 18, with its version and its tokens before each compaction;
-paused after each compaction until Prometheus has scraped it, so its counters have rates), are exported
+paused after its first span and each mutation until Prometheus has scraped them, so its counters have rates
+and start alike on every replica), are exported
 three ways at once:
 
   job ctxwatch-monitor          one monitor fed every span
@@ -135,7 +136,12 @@ def _drive(fleet: Fleet, provider: TracerProvider, count: SpanCount, ingest_urls
 
 
 class _Paced(Observer):
-    """The replay's span emitter, waiting after each recorded compaction until its span has been scraped."""
+    """The replay's span emitter, waiting until Prometheus has scraped what it sent after the session's first
+    span and after each recorded mutation: every series the session opens (its appends, each mutation's kind,
+    its findings) is first scraped at the value it was born with on every target alike, and the compactions
+    land in scrapes of their own (the version and tokens-before series have rates). Without this, a series
+    born inside a burst of appends starts at a different value on each replica, and the sharding check below
+    would compare scrape alignments instead of sums."""
 
     def __init__(self, backfill: Backfill, scraped: Callable[[], object]) -> None:
         self.backfill, self.scraped = backfill, scraped
@@ -144,18 +150,20 @@ class _Paced(Observer):
         self.backfill.started(session)
 
     def snapshot(self, snapshot: Snapshot) -> None:
+        first = not self.backfill.spans
         self.backfill.snapshot(snapshot)
+        if first and self.backfill.spans:
+            self.scraped()
 
     def mutation(self, mutation: Mutation, audit: MutationAudit) -> None:
         self.backfill.mutation(mutation, audit)
-        if mutation.kind == "compact":
-            self.scraped()
+        self.scraped()
 
 
 def _replay(path: Path, telemetry: MutationTelemetry, provider: TracerProvider, count: SpanCount,
             prom: PromQL) -> tuple[int, str]:
-    """Backfill the session `path` as ``replay --otlp`` does (`session_backfill`), one scrape per compaction;
-    returns the spans sent in all and the session's loop id."""
+    """Backfill the session `path` as ``replay --otlp`` does (`session_backfill`), paced by `_Paced`; returns
+    the spans sent in all and the session's loop id."""
     registry = LiteralRegistry()
     audit = audit_session(path, registry=registry, observer_for=lambda a: _Paced(session_backfill(
         a, telemetry, lambda: provider.force_flush(30_000), agent=CODING_AGENT, service=CODING_SERVICE,
