@@ -43,13 +43,13 @@ class BusyModel:
     def __init__(self, seed: int, fmt: str) -> None:
         if fmt not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
-        self.fmt, self.rng, self.step_no = fmt, random.Random(seed), 0
+        self.fmt, self.rng, self.step_no, self.begun = fmt, random.Random(seed), 0, False
 
     def opening(self) -> list[dict]:
         return [{"role": "system", "content": SYSTEM}] if self.fmt == "openai_chat" else []
 
-    @staticmethod
-    def question(task: int) -> dict:
+    def question(self, task: int) -> dict:
+        self.begun = False
         return {"role": "user", "content": f"How many units of SKU-{task:05d} and its neighbours?"}
 
     def _result(self, sku: str) -> str:
@@ -58,14 +58,15 @@ class BusyModel:
                 for _ in range(rng.randint(1, 3))]
         return json.dumps({"sku": sku, "units": rng.randint(0, 999), "bins": bins})
 
-    def step(self, messages: list[dict]) -> list[dict]:
-        """The model's reply to `messages` and, when it calls tools, their results (the task goes
-        on); a text answer alone ends the task."""
+    def step(self) -> list[dict]:
+        """The model's next reply and, when it calls tools, their results (the task goes on); a text
+        answer alone ends the task."""
         rng, self.step_no = self.rng, self.step_no + 1
-        if messages[-1]["role"] != "user" and rng.random() >= 0.7:
+        if self.begun and rng.random() >= 0.7:
             answer = f"Checked; total {rng.randint(0, 9999)} units."
             return [{"role": "assistant", "content": answer if self.fmt == "openai_chat"
                      else [{"type": "text", "text": answer}]}]
+        self.begun = True
         calls = [(f"call_{self.step_no}_{k}", f"SKU-{rng.randint(0, 99999):05d}") for k in range(rng.randint(1, 3))]
         if self.fmt == "openai_chat":
             return [{"role": "assistant", "tool_calls": [
@@ -98,14 +99,17 @@ def summarize(messages: list[dict], fmt: str, note: str) -> list[dict]:
 
 
 def docs_loop(seed: int, fmt: str = "openai_chat", *, note: str = "results", guarded: bool = True,
-              compactions: int = 150) -> SyntheticLoop:
-    """Run the loop until it has compacted `compactions` times; one cycle per compaction."""
+              compactions: int = 150, halting: bool = False) -> SyntheticLoop:
+    """Run the loop until it has compacted `compactions` times; one cycle per compaction. With
+    `halting` the guard enforces every default, its contraction check included (a halt raises
+    `ContractionRegimeError` out of the loop, as it would out of the agent's)."""
     if note not in NOTES:
         raise ValueError(f"note must be one of {NOTES}, got {note!r}")
     model, guard = BusyModel(seed, fmt), None
     if guarded:
         from ..guard import ContextGuard  # the guard imports the detector; keep `simulate` light to import
-        guard = ContextGuard("docs-loop", agent="inventory", format=fmt, enforce={"contraction": "warn"})
+        guard = ContextGuard("docs-loop", agent="inventory", format=fmt,
+                             enforce=None if halting else {"contraction": "warn"})
     messages, cycles, task = model.opening(), [], 0
     while len(cycles) < compactions:
         messages.append(model.question(task))
@@ -113,7 +117,7 @@ def docs_loop(seed: int, fmt: str = "openai_chat", *, note: str = "results", gua
         while len(cycles) < compactions:
             if guard is not None:
                 guard.observe(messages)
-            turn = model.step(messages)
+            turn = model.step()
             messages += turn
             if len(turn) == 1:
                 break  # an answer: the task is done
