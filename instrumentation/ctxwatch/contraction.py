@@ -11,7 +11,7 @@ Q_{t-1} and Q_t it is fed; d'_t = d_t when the buffer keeps its size, grows or c
 conditions hold:
 
 - the loop is converging: consecutive buffers are alike, ``d'_t ≤ converge_max``; d is not jumping,
-  ``d'_t ≤ max(d'_{t-w} … d'_{t-1}) + rise_max`` (w = `window`; never on a first cycle); and there
+  ``d'_t ≤ max(d_{t-w} … d_{t-1}) + rise_max`` (w = `window`, d as measured; never on a first cycle); and there
   is a real trend towards the fixed point: the buffer's content contracting — the downstream
   literals it keeps, ``K_t = |literals(P_t)| − L_t``, at most ``contract_ratio × median(K_{t-w} … K_{t-1})``
   — or d falling, ``d_t ≤ fall_ratio × mean(d_{t-w} … d_{t-1})``, d as measured (the first cycle's d,
@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 State = Literal["healthy", "contracting"]
@@ -165,12 +165,11 @@ class _State:
     cycle: int = 0
     streak: int = 0
     onset: int | None = None
-    recent: list[float] = field(default_factory=list)
+    recent: tuple[float, ...] = ()  # d of the recent cycles as measured (the jump and trend bounds)
     lost_total: int = 0
     run_start: int | None = None  # first evidence cycle of the entry run under way
     sizes: tuple[int, ...] = ()  # the last post-rewrite size fed, if any (for the net distance)
     kept: tuple[int, ...] = ()  # downstream literals each recent cycle kept (literals before - lost)
-    measured: tuple[float, ...] = ()  # d of the recent cycles as measured (for the trend of d)
 
 
 class ContractionDetector:
@@ -229,7 +228,7 @@ class ContractionDetector:
         # a trend: the literals the buffer keeps contracting, or d well below its recent mean (a flat d is no
         # trend), d as measured: a shrinking buffer's net distance dips with its size, whatever it holds. The
         # first cycle's d compares P_1 with Q_1, not two post-rewrite buffers, so it is no point of the trend.
-        trend = s.measured[1:] if s.cycle == len(s.measured) else s.measured
+        trend = s.recent[1:] if s.cycle == len(s.recent) else s.recent
         trend_bound = (math.inf if contracted or not s.recent
                        else net_distance(cfg.fall_ratio * sum(trend) / len(trend), size_after, previous_size,
                                          cfg.shrink_min)  # the bound on d, on d's net scale
@@ -256,10 +255,9 @@ class ContractionDetector:
             streak = streak + 1 if clear else 0
             if streak >= cfg.exit_cycles:
                 state, left, streak = "healthy", True, 0
-        recent = (s.recent + [net])[-cfg.window:]
         sizes = s.sizes if size_after is None else (size_after,)
-        new = _State(state, cycle, streak, onset, recent, s.lost_total + literals_lost, run_start, sizes,
-                     (*s.kept, kept)[-cfg.window:], (*s.measured, d)[-cfg.window:])
+        new = _State(state, cycle, streak, onset, (*s.recent, d)[-cfg.window:], s.lost_total + literals_lost,
+                     run_start, sizes, (*s.kept, kept)[-cfg.window:])
         verdict = CycleVerdict(cycle, state, d, r, literals_before, literals_lost, shrinking, losing, below,
                                streak, onset, entered, left, threshold, not s.recent, size_after, contracted,
                                net)
@@ -271,7 +269,7 @@ class ContractionDetector:
         s = self._s
         return {"v": _STATE_VERSION, "state": s.state, "cycle": s.cycle, "streak": s.streak, "onset": s.onset,
                 "recent": list(s.recent), "lost_total": s.lost_total, "run_start": s.run_start,
-                "sizes": list(s.sizes), "kept": list(s.kept), "measured": list(s.measured)}
+                "sizes": list(s.sizes), "kept": list(s.kept)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], config: DetectorConfig | None = None) -> ContractionDetector:
@@ -306,14 +304,10 @@ class ContractionDetector:
             if not isinstance(values, list) or not all(not isinstance(x, bool) and isinstance(x, int) and x >= 0
                                                        for x in values):
                 raise ValueError(f"detector state field {name!r}: expected a list of integers >= 0, got {values!r}")
-        measured = data.get("measured", recent)  # before version 3: d' of the recent cycles, d where nothing shrank
-        if not isinstance(measured, list) or not all(_is_distance(x) for x in measured):
-            raise ValueError(f"detector state field 'measured': expected a list of distances in [0, 1], "
-                             f"got {measured!r}")
         window = det.config.window
-        det._s = _State(state, ints["cycle"], ints["streak"], onset, [float(x) for x in recent][-window:],
-                        ints["lost_total"], run_start, tuple(sizes[-1:]), tuple(counts[-window:]),
-                        tuple(float(x) for x in measured[-window:]))
+        # version 2 kept d' in `recent` (d where the buffer did not shrink): read as d, a little stricter
+        det._s = _State(state, ints["cycle"], ints["streak"], onset, tuple(float(x) for x in recent[-window:]),
+                        ints["lost_total"], run_start, tuple(sizes[-1:]), tuple(counts[-window:]))
         return det
 
     def __repr__(self) -> str:

@@ -250,12 +250,12 @@ def test_a_state_persisted_before_version_3_loads_and_the_histories_round_trip()
     det = ContractionDetector()
     _feed(det, PEAK, EVIDENCE)
     data = det.to_dict()
-    assert data["v"] == 3 and data["sizes"] == [700] and data["kept"] == [8, 0] and data["measured"] == [0.6, 0.3]
-    old = {k: v for k, v in data.items() if k not in ("sizes", "kept", "measured")} | {"v": 2}
+    assert data["v"] == 3 and data["sizes"] == [700] and data["kept"] == [8, 0] and data["recent"] == [0.6, 0.3]
+    old = {k: v for k, v in data.items() if k not in ("sizes", "kept")} | {"v": 2}
     again = ContractionDetector.from_dict(old)
-    assert again.to_dict()["kept"] == [] and again.to_dict()["measured"] == data["recent"]
+    assert again.to_dict()["kept"] == [] and again.to_dict()["recent"] == data["recent"]
     assert ContractionDetector.from_dict(data).update(*EVIDENCE).entered
-    for name, bad in (("sizes", [-3]), ("kept", [1.5]), ("measured", [2.0])):
+    for name, bad in (("sizes", [-3]), ("kept", [1.5]), ("recent", [2.0])):
         with pytest.raises(ValueError, match=f"'{name}'"):
             ContractionDetector.from_dict({**data, name: bad})
 
