@@ -213,7 +213,7 @@ def _cycle_margin(v: CycleVerdict) -> str:
     if v.first and v.losing:
         return f"— (first cycle; {v.d_net - v.threshold:+.3f} with a history)"
     if v.losing and not v.trended:
-        return "— (second cycle: no trend of d yet, buffer not contracting)"
+        return "— (second cycle: no trend of d yet, kept literals not contracting)"
     return _margin(v.margin)
 
 

@@ -21,8 +21,8 @@ conditions hold:
 
 All three bound d'_t from above, so one number says how far a cycle is from being evidence: its
 *margin* ``d'_t − threshold``, where the threshold is the smallest of ``converge_max``, the
-jump bound, the trend bound (none when the buffer contracts) and ``r_t`` (a cycle that loses
-nothing, a first cycle, or a second one whose buffer does not contract is no evidence at any d;
+jump bound, the trend bound (none when the kept literals contract) and ``r_t`` (a cycle that loses
+nothing, a first cycle, or a second one whose kept literals do not contract is no evidence at any d;
 for a first cycle the threshold leaves the jump and trend bounds out, saying how close it would
 be). Why the trend: a naive sliding summarizer has a flat d near 0.5 below r and converges on
 nothing. Why this trend (review D1): in a real tool loop |Q_t| moves by ±25% from cycle to cycle
@@ -135,12 +135,12 @@ class CycleVerdict:
     @property
     def margin(self) -> float | None:
         """How far d_t is above the evidence threshold: None when no d would make the cycle evidence
-        (nothing was lost; a first cycle; a second one whose buffer did not contract: no trend yet)."""
+        (nothing was lost; a first cycle; a second one whose kept literals did not contract: no trend yet)."""
         return self.d_net - self.threshold if self.losing and not self.first and self.trended else None
 
     @property
     def trended(self) -> bool:
-        """Whether a trend could be judged: a d history besides the first cycle's, or a contracting buffer."""
+        """Whether a trend could be judged: a d history besides the first cycle's, or contracting kept literals."""
         return self.threshold > -math.inf
 
     @property

@@ -12,6 +12,7 @@ from ctxwatch.guard import ContextGuard
 from ctxwatch.simulate.docsloop import docs_loop
 from ctxwatch.simulate.loops import converging_loop
 from ctxwatch.simulate.meter import judge
+from ctxwatch.validity import provider_problems
 
 COMPACTIONS = {"openai_chat": 680, "anthropic": 500}  # 1,000 tasks and more (a task: 1-5 model steps)
 
@@ -39,3 +40,13 @@ def test_a_converging_summary_chain_still_halts_the_default_guard_within_two_cyc
             guard.apply(list(cycle.post), kind="compact")
     assert loop.onset <= guard.detector.cycle <= loop.onset + 2, (guard.detector.cycle, loop.onset)
     assert halted.value.report.decision == "halt"
+
+
+@pytest.mark.parametrize("fmt", ["openai_chat", "anthropic"])
+def test_docs_loop_is_reproducible_from_its_seed_and_every_buffer_is_valid_for_its_provider(fmt):
+    first, again = (docs_loop(7, fmt, compactions=12) for _ in range(2))
+    assert [[m.digest for m in c.post] for c in first.cycles] == [[m.digest for m in c.post] for c in again.cycles]
+    assert first.params["tasks"] > 1  # tasks end (a text answer) and new ones begin
+    for c in first.cycles:
+        assert len(c.pre) > 30 and len(c.post) < len(c.pre)
+        assert provider_problems(list(c.post), fmt) == [], c.t
