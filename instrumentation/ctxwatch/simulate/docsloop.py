@@ -46,9 +46,11 @@ class BusyModel:
         self.fmt, self.rng, self.step_no, self.begun = fmt, random.Random(seed), 0, False
 
     def opening(self) -> list[dict]:
+        """The context before the first task (OpenAI Chat: the system prompt; Anthropic sends it apart)."""
         return [{"role": "system", "content": SYSTEM}] if self.fmt == "openai_chat" else []
 
     def question(self, task: int) -> dict:
+        """The user's next task; the model's first step on it always calls a tool."""
         self.begun = False
         return {"role": "user", "content": f"How many units of SKU-{task:05d} and its neighbours?"}
 
