@@ -96,7 +96,8 @@ class ContextGuard:
         "ctxwatch"); detected from the first input when omitted.
       tools: the tool definitions offered to the model (any supported format, or ToolSchema).
       policy: pinned policy messages, by message ids or a predicate ``(index, message) -> bool``;
-        resolved on the first observed context and immutable afterwards.
+        resolved on the first observed context and immutable for the episode (pinned again on a
+        change `observe` adopts and at every new episode).
       literals: the literal registry (defaults to the built-in patterns).
       config: every other setting as one `GuardConfig`; or give them as keywords (the same names):
         pass_cap, budget, enforce, detector, directive_markers, deferral, shadow, elision_role.
@@ -360,15 +361,16 @@ class ContextGuard:
         return self.bridge.to_caller(model[:at] + (pin,) + model[at:], proposed)
 
     def new_episode(self) -> None:
-        """Start a new episode: the pass count, the halt and the contraction detector are reset; the
-        pinned cap stays. Every session boundary starts one. Spans carry the episode number, so the
-        monitor resets its detector too."""
+        """Start a new episode: the pass count, the halt and the contraction detector are reset and the
+        policy region is pinned again on the current context; the pinned cap stays. Every session
+        boundary starts one. Spans carry the episode number, so the monitor resets its detector too."""
         self.episode += 1
         self.passes_used = 0
         self._state.rewrites_since_turn = 0
         self.halted_at = None
         self.detector = ContractionDetector(self.detector.config)
         self._fp_last_rewrite = None
+        self.policy.repin(self._state.context.messages)  # the episode's policy: what the context holds now
 
     # --- one attempt: evaluate, decide, commit ------------------------------------------------------
     @property
@@ -416,11 +418,11 @@ class ContextGuard:
             if adopt:
                 report.observed = True
                 report.decision = "patch"  # the model already consumed it: reported, not refused
-                self._commit(evaluation, raw, tools)
+                self._commit(evaluation, raw, tools, report, adopted=True)
                 context = None
             elif shadow:
                 report.shadow = True  # the caller uses its own proposal; the guard follows it, and its detector
-                self._commit(evaluation, raw, tools, feed=outcome.evaluation)  # is fed as the report says
+                self._commit(evaluation, raw, tools, report, feed=outcome.evaluation)  # is fed as the report says
                 context = copy_shape(raw)
             else:
                 applied = outcome.evaluation.change if report.decision == "patch" else None
@@ -439,7 +441,7 @@ class ContextGuard:
         if report.decision == "patch":
             if outcome.conversion is not None:
                 self._elisions += 1  # never reset (not even by new_episode): two markers are never the same
-            self._commit(evaluation, outcome.raw, tools, session=outcome.resolution == "session_boundary")
+            self._commit(evaluation, outcome.raw, tools, report, session=outcome.resolution == "session_boundary")
             return copy_shape(outcome.raw)
         if report.decision == "defer":
             report.deferred_id = self.deferred.push(evaluation.base.context, evaluation.change.after, kind, tools)
@@ -588,11 +590,12 @@ class ContextGuard:
                           findings=tuple(findings), decision=decision)
 
     # --- committing an accepted context (the one place the guard's state moves) ----------------------
-    def _commit(self, evaluation: Evaluation, raw: Any, tools: list[ToolSchema] | None, *,
-                session: bool = False, feed: Evaluation | None = None) -> None:
-        """Advance to `evaluation`'s proposal. The detector is fed the cycle of `feed` (default: the same
-        evaluation): the one the report and its span describe, so that the monitor, fed from spans,
-        stays in step (`semconv.feeds_detector`)."""
+    def _commit(self, evaluation: Evaluation, raw: Any, tools: list[ToolSchema] | None, report: Report, *,
+                session: bool = False, feed: Evaluation | None = None, adopted: bool = False) -> None:
+        """Advance to `evaluation`'s proposal, which `report` describes. The detector is fed the cycle of
+        `feed` (default: the same evaluation): the one the report and its span describe, so that the
+        monitor, fed from spans, stays in step (`semconv.feeds_detector`). The pinned policy follows the
+        context (`_follow_policy`)."""
         change = evaluation.change
         if tools is not None:
             self.registry.activate(tools)
@@ -613,6 +616,8 @@ class ContextGuard:
             self._fp_last_rewrite = state.fp
             self.registry.forget_calls(state.pairs.calls)
         self._after_commit(change.after)
+        if evaluation.rewrite:
+            self._follow_policy(report, adopted)
         if session:
             state.with_boundary(0)
             self.new_episode()
@@ -620,6 +625,21 @@ class ContextGuard:
     def _after_commit(self, messages: tuple[Message, ...]) -> None:
         self.registry.stamp(self._state.pairs)
         self.policy.resolve(messages)  # the first context the guard accepts fixes the policy region
+
+    def _follow_policy(self, report: Report, adopted: bool) -> None:
+        """After a rewrite the guard took on: the pins follow their messages; when the pinned messages
+        changed anyway (an adopted change the model already read, a shadow proposal, a policy edit only
+        warned about) or the change was adopted, the region is pinned again on the context in use, and
+        `report` says so once (record 001: the policy is what the model reads now)."""
+        state = self._state
+        if not adopted and self.policy.follow(state.digests):
+            return
+        if self.policy.repin(state.context.messages):
+            pinned = [s.index for s in self.policy.spans or ()]
+            report.findings.append(Finding(
+                "policy_isolation", f"the pinned policy region is pinned again on the context now in use "
+                f"(messages {pinned}): the change was taken on as made, so its policy messages are the ones "
+                "the model reads from now on", action="warn", details={"spans": pinned}))
 
     def _advance_detector(self, evaluation: Evaluation) -> None:
         """Feed the detector the cycle of `evaluation` if it is one by the rule the monitor feeds its own
