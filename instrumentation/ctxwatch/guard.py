@@ -39,7 +39,7 @@ from . import semconv
 from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral, check_on_refusal
 from .contraction import ContractionDetector, DetectorConfig
 from .cycles import measure_cycle
-from .deferral import Conversion, DeferralQueue, carried_text, whole_pair_conversion
+from .deferral import Conversion, DeferralQueue, carried_text, results_cleared_in_place, whole_pair_conversion
 from .diff import Change
 from .directives import DEFAULT_MARKERS
 from .errors import InvalidContextError
@@ -482,14 +482,26 @@ class ContextGuard:
             return _Outcome(whole, raw, "session_boundary") if whole.decision == "patch" else None
         if not self.config.converts(deferral, change.kind):
             return None
+        cleared = results_cleared_in_place(base.context.messages, change.after, base.context.boundary)
+        if cleared:
+            return self._settled_as_proposed(evaluation, raw, tools, "in_place", Finding(
+                "prefix_identity", f"the rewrite clears {cleared} consumed tool results in place; applied as it "
+                "is: every call keeps its result and nothing the model has not read changes, but the consumed "
+                f"prefix does from message {change.prefix_len} on (the provider's prompt cache with it)",
+                action="warn"))
         converted = whole_pair_conversion(
             base.context.messages, base.context.boundary, {i for i, _ in change.removed},
             carried_text(change.added_messages), role=self.config.elision_role, number=self._elisions + 1,
             format=self.bridge.format)
+        if converted is None:
+            converted = (f"the rewrite drops no whole consumed unit (it changes consumed messages in place from "
+                         f"message {change.prefix_len} on, beyond clearing tool results), so there is nothing "
+                         "to elide")
         if not isinstance(converted, Conversion):
-            return None if converted is None else _Outcome(_with_finding(evaluation, Finding(
+            return _Outcome(_with_finding(evaluation, Finding(
                 "prefix_identity", f"whole-pair compaction was not possible: {converted}; the rewrite waits "
-                "in the queue for the next session boundary", action="warn")), raw)
+                "in the queue for the next session boundary (deferral=\"session_boundary\" applies it at once "
+                "as the start of a new session)", action="warn")), raw)
         conv_change = Change.between(base.context, converted.messages, change.kind, base.digests)
         conv = self._evaluate(base, conv_change, tools, None, True, prefix_change_allowed=True)
         if conv.decision == "halt":
@@ -501,6 +513,17 @@ class ContextGuard:
             f"{converted.elided} messages in {converted.units} whole units elided, its new text carried by an "
             "elision marker at the frontier, everything after the frontier kept verbatim", action="warn"), first=True)
         return _Outcome(conv, self.bridge.to_caller(converted.messages, base.raw), "whole_pairs", converted)
+
+    def _settled_as_proposed(self, evaluation: Evaluation, raw: Any, tools: list[ToolSchema] | None,
+                             resolution: str, note: Finding) -> _Outcome | None:
+        """The deferred proposal applied as it is (its change to the consumed prefix allowed), `note`
+        saying so; None when it still would not be a patch (then it stays deferred)."""
+        whole = self._evaluate(evaluation.base, evaluation.change, tools, None, True, prefix_change_allowed=True)
+        if whole.decision == "halt":
+            return _Outcome(whole, raw)  # the alarm judges the rewrite as it would be applied: the loop halts
+        if whole.decision != "patch":
+            return None
+        return _Outcome(_with_finding(whole, note, first=True), raw, resolution)
 
     def _report(self, outcome: _Outcome) -> Report:
         evaluation = outcome.evaluation

@@ -218,7 +218,7 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(RESIDUAL_PRESSURE, "int", "report, when the pass cap is reached"),
     AttributeSpec(DEFERRAL_ID, "int", "report, on defer"),
     AttributeSpec(DEFERRAL_RESOLUTION, "string",
-                  "report, when a deferred rewrite was applied as whole_pairs or as a session_boundary"),
+                  "report, when a deferred rewrite was applied as whole_pairs, in_place or as a session_boundary"),
     AttributeSpec(OBSERVED, "boolean", "report, true when the change was found already made (observe); never false"),
     AttributeSpec(SHADOW, "boolean", "report, true in shadow (report-only) mode: the decision is what the guard "
                   "would have done, the caller's context was used unchanged; never false"),
