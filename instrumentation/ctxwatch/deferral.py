@@ -153,9 +153,10 @@ def results_cleared_in_place(before: Sequence[Message], after: Sequence[Message]
 
 
 def _clears_results(old: Message, new: Message) -> bool:
-    """`new` is `old` with some tool-result outputs replaced, and no larger."""
-    if (new.role, new.id, new.name, new.extra, len(new.parts)) != (old.role, old.id, old.name, old.extra,
-                                                                   len(old.parts)) or new.size > old.size:
+    """`new` is `old` with some tool-result outputs replaced, and no larger (its format's other fields may
+    say so: LangChain's clearing marks the message in ``response_metadata``)."""
+    if (new.role, new.id, new.name, len(new.parts)) != (old.role, old.id, old.name, len(old.parts)) \
+            or new.size > old.size:
         return False
     return all(a == b or (type(a) is ToolResult and type(b) is ToolResult and a.call_id == b.call_id)
                for a, b in zip(old.parts, new.parts, strict=True))

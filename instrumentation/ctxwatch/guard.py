@@ -262,6 +262,20 @@ class ContextGuard:
         schema_list = self.bridge.tools(tools) if tools is not None else None
         return self._attempt(model, proposed, kind=kind, tools=schema_list, rendered=rendered, adopt=False)[0]
 
+    def adopt(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None
+              ) -> Report:
+        """A context the caller sends to the model as it is — an edit the guard can report but not change
+        (a client's own compaction passed through a wrapped SDK call): checked like `check`, one report
+        and span. On abort or halt nothing changes (the caller decides whether it still goes out;
+        `raise_for` raises the record's error). Otherwise the guard takes it on as the context in use, as
+        `observe` takes on a change made outside it: decision patch, ``report.observed``, the findings
+        kept — a change of the consumed prefix is reported, not deferred, since the model reads the edit
+        as made. Turns appended before the edit are taken as appended first, as in `check`."""
+        model = self.bridge.to_model(proposed)
+        schema_list = self.bridge.tools(tools) if tools is not None else None
+        return self._attempt(model, proposed, kind=kind, tools=schema_list, rendered=None, adopt=True,
+                             refusable=True)[0]
+
     def resolve(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None,
                 rendered: Any = None, deferral: str | None = None, shadow: bool | None = None) -> tuple[Report, Any]:
         """Check `proposed` and settle what the agent should use now: ``(report, context)``.
@@ -383,7 +397,10 @@ class ContextGuard:
 
     def _attempt(self, proposed: tuple[Message, ...], raw: Any, *, kind: str | None,
                  tools: list[ToolSchema] | None, rendered: Any, adopt: bool, settle: bool = False,
-                 deferral: str | None = None, shadow: bool | None = None) -> tuple[Report, Any]:
+                 deferral: str | None = None, shadow: bool | None = None, refusable: bool = False
+                 ) -> tuple[Report, Any]:
+        """Evaluate, decide and commit one proposal. `adopt`: the guard takes it on whatever the decision
+        (observed; with `refusable`, unless it aborts or halts). `settle`: a deferral is settled by the mode."""
         started = time.perf_counter()
         if kind is not None and not (isinstance(kind, str) and kind in MUTATION_KINDS):
             raise ValueError(f"kind must be one of {', '.join(MUTATION_KINDS)}; got {kind!r}")
@@ -415,7 +432,7 @@ class ContextGuard:
             # what the agent now uses: the change made or the proposal (observed, shadow), the settled one
             # on patch, nothing on a refusal
             applied: Change | None = evaluation.change
-            if adopt:
+            if adopt and not (refusable and report.decision in ("abort", "halt")):
                 report.observed = True
                 report.decision = "patch"  # the model already consumed it: reported, not refused
                 self._commit(evaluation, raw, tools, report, adopted=True)

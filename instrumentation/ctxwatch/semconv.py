@@ -219,7 +219,8 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(DEFERRAL_ID, "int", "report, on defer"),
     AttributeSpec(DEFERRAL_RESOLUTION, "string",
                   "report, when a deferred rewrite was applied as whole_pairs, in_place or as a session_boundary"),
-    AttributeSpec(OBSERVED, "boolean", "report, true when the change was found already made (observe); never false"),
+    AttributeSpec(OBSERVED, "boolean", "report, true when the change was found already made (observe) or is sent "
+                  "as made (adopt); never false"),
     AttributeSpec(SHADOW, "boolean", "report, true in shadow (report-only) mode: the decision is what the guard "
                   "would have done, the caller's context was used unchanged; never false"),
     AttributeSpec(_G.conversation_compacted, "boolean", "report, true on an applied compact/prune; never false"),
