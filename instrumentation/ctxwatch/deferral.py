@@ -136,18 +136,22 @@ def whole_pair_conversion(messages: Sequence[Message], boundary: int, dropped: s
             f"{elided} messages in {units_elided} whole units")
 
 
-def results_cleared_in_place(before: Sequence[Message], after: Sequence[Message], boundary: int) -> int:
+def results_cleared_in_place(before: Sequence[Message], after: Sequence[Message], boundary: int) -> int | str:
     """How many consumed tool results `after` clears in place, when that is all it does: the same
     messages in the same order, those at or after `boundary` (unread) unchanged, and each changed one
-    consumed and the same message but for the outputs of its tool results, and no larger. 0 otherwise."""
+    consumed and the same message but for the outputs of its tool results, and no larger. For another
+    change of the same messages in place, a one-line reason why it is not that; 0 when messages were
+    added or removed."""
     if len(before) != len(after):
         return 0
     cleared = 0
     for i, (old, new) in enumerate(zip(before, after, strict=True)):
         if old.digest == new.digest:
             continue
-        if i >= boundary or not _clears_results(old, new):
-            return 0
+        if not _clears_results(old, new):
+            return f"it changes message {i} in place beyond clearing tool-result outputs"
+        if i >= boundary:
+            return f"it clears a tool result the model has not read yet (message {i}), which stays as it is"
         cleared += sum(1 for a, b in zip(old.parts, new.parts, strict=True) if a != b)
     return cleared
 

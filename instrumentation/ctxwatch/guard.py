@@ -500,7 +500,7 @@ class ContextGuard:
         if not self.config.converts(deferral, change.kind):
             return None
         cleared = results_cleared_in_place(base.context.messages, change.after, base.context.boundary)
-        if cleared:
+        if isinstance(cleared, int) and cleared:
             return self._settled_as_proposed(evaluation, raw, tools, "in_place", Finding(
                 "prefix_identity", f"the rewrite clears {cleared} consumed tool results in place; applied as it "
                 "is: every call keeps its result and nothing the model has not read changes, but the consumed "
@@ -511,9 +511,9 @@ class ContextGuard:
             carried_text(change.added_messages), role=self.config.elision_role, number=self._elisions + 1,
             format=self.bridge.format)
         if converted is None:
-            converted = (f"the rewrite drops no whole consumed unit (it changes consumed messages in place from "
-                         f"message {change.prefix_len} on, beyond clearing tool results), so there is nothing "
-                         "to elide")
+            why = cleared if isinstance(cleared, str) else \
+                f"it changes consumed messages from message {change.prefix_len} on"
+            converted = f"the rewrite drops no whole consumed unit ({why}), so there is nothing to elide"
         if not isinstance(converted, Conversion):
             return _Outcome(_with_finding(evaluation, Finding(
                 "prefix_identity", f"whole-pair compaction was not possible: {converted}; the rewrite waits "

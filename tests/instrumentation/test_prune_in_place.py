@@ -78,7 +78,8 @@ def test_a_clearing_that_reaches_what_the_model_has_not_read_waits_and_says_why(
     assert report.decision == "defer" and report.resolution is None
     assert context == msgs and len(guard.deferred) == 1
     assert "prefix_identity" in report.warnings
-    assert "whole-pair compaction was not possible: the rewrite drops no whole consumed unit" in report.explain()
+    assert ("whole-pair compaction was not possible: the rewrite drops no whole consumed unit (it clears a tool "
+            "result the model has not read yet (message 11)") in report.explain()
 
 
 def test_other_in_place_edits_of_consumed_messages_wait_unless_the_mode_applies_them_whole():
@@ -89,6 +90,7 @@ def test_other_in_place_edits_of_consumed_messages_wait_unless_the_mode_applies_
     # a consumed tool input cleared in place: its unit (the call and its result) is not dropped whole
     report, context = guard.resolve(edited, kind="prune")
     assert report.decision == "defer" and context == msgs
+    assert "it changes message 2 in place beyond clearing tool-result outputs" in report.explain()
     assert "deferral=\"session_boundary\" applies it at once" in report.explain()
     grown = clear_tool_results(msgs, len(msgs))
     grown[3] = {**grown[3], "content": "x" * 5000}    # a "clearing" that makes an output larger
