@@ -73,8 +73,14 @@ class ChainCheck:
         return self.ok
 
 
+# what keeping one pre-image costs besides its bytes (its hex key, the mapping's entry, the bytes object):
+# counted against the bound, so that many short pre-images do not hold several times `max_bytes`
+_PRE_IMAGE_OVERHEAD = 256
+
+
 class PreImageStore:
-    """Full pre-images of rewritten spans, bounded in total bytes (oldest evicted first)."""
+    """Full pre-images of rewritten spans, bounded in total bytes, each counted with its bookkeeping
+    (oldest evicted first)."""
 
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
@@ -83,13 +89,13 @@ class PreImageStore:
         self.evicted = 0
 
     def put(self, digest: str, canonical: bytes) -> None:
-        if digest in self._items or len(canonical) > self.max_bytes:
+        if digest in self._items or len(canonical) + _PRE_IMAGE_OVERHEAD > self.max_bytes:
             return
         self._items[digest] = canonical
-        self._bytes += len(canonical)
+        self._bytes += len(canonical) + _PRE_IMAGE_OVERHEAD
         while self._bytes > self.max_bytes:
             _, old = self._items.popitem(last=False)
-            self._bytes -= len(old)
+            self._bytes -= len(old) + _PRE_IMAGE_OVERHEAD
             self.evicted += 1
 
     def get(self, digest: str) -> bytes | None:
