@@ -20,7 +20,9 @@ Phases:
 6. idle connections: /healthz latency (a new connection per probe) while 1,000 connections are
    open and idle, against the same probes with none open (same run)
 7. decode: `ctxwatch_monitor.otlp_codec.decode` in this process, the same requests as OTLP/JSON and as
-   protobuf in interleaved rounds: spans/s of each and the JSON/protobuf ratio (same run)
+   protobuf in interleaved rounds, with two baselines of the same run: `json.loads` alone of the JSON bodies
+   (the floor of any JSON decoder) and `decode_json_reference` (every span read by json_format): spans/s of
+   each, and the ratios of the medians
 
 Prints min / median / max of the throughput of the runs, p50/p99 latency, RSS, and the ratio of the
 full path to the decode ceiling measured in the same run. Loopback only; bounded in time.
@@ -49,7 +51,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client.parser import text_string_to_metric_families
 
 from ctxwatch import semconv
-from ctxwatch_monitor.otlp_codec import decode
+from ctxwatch_monitor.otlp_codec import decode, decode_json_reference
 from ctxwatch_monitor.records import RESOURCE_KEYS, SPAN_KEYS
 
 SPANS_PER_REQUEST = 512
@@ -384,21 +386,32 @@ def budget(args: argparse.Namespace, workdir: Path) -> None:
 
 
 def decode_cost(args: argparse.Namespace, workdir: Path) -> None:
-    """In-process decode of the same requests in both encodings, interleaved, so load weighs on both."""
+    """In-process decode of the same requests in both encodings and the two JSON baselines, interleaved, so
+    load weighs on all alike."""
     step = args.loops_per_request
     protobuf = [build_request(first, step, 0) for first in range(0, args.loops, step)]
-    bodies = {"protobuf": protobuf, "json": [as_otlp_json(body) for body in protobuf]}
-    rates: dict[str, list[float]] = {encoding: [] for encoding in bodies}
+    json_bodies = [as_otlp_json(body) for body in protobuf]
+    decoders = {
+        "protobuf": (protobuf, lambda body: decode(body, "protobuf", SPAN_KEYS, RESOURCE_KEYS)),
+        "json": (json_bodies, lambda body: decode(body, "json", SPAN_KEYS, RESOURCE_KEYS)),
+        "json.loads": (json_bodies, json.loads),
+        "json_format": (json_bodies, lambda body: decode_json_reference(body, SPAN_KEYS, RESOURCE_KEYS)),
+    }
+    rates: dict[str, list[float]] = {name: [] for name in decoders}
     for _ in range(args.decode_rounds):
-        for encoding, encoded in bodies.items():
+        for name, (bodies, read) in decoders.items():
             start = time.perf_counter()
-            for body in encoded:
-                decode(body, encoding, SPAN_KEYS, RESOURCE_KEYS)
-            rates[encoding].append(len(encoded) * SPANS_PER_REQUEST / (time.perf_counter() - start))
-    for encoding, values in rates.items():
-        print(f"decode {encoding:8}: {_mmm(values)} spans/s")
-    ratio = statistics.median(rates["json"]) / statistics.median(rates["protobuf"])
-    print(f"ratio json/protobuf (medians): {ratio:.3f}")
+            for body in bodies:
+                read(body)
+            rates[name].append(len(bodies) * SPANS_PER_REQUEST / (time.perf_counter() - start))
+    print(f"decode          : {len(protobuf)} requests of {SPANS_PER_REQUEST} spans, {args.decode_rounds} rounds "
+          f"(json.loads: parsing alone; json_format: every span by the reference decoder)")
+    for name, values in rates.items():
+        print(f"decode {name:11}: {_mmm(values)} spans/s")
+    median = {name: statistics.median(values) for name, values in rates.items()}
+    print(f"ratios of the medians: json/protobuf {median['json'] / median['protobuf']:.3f}, "
+          f"json/json.loads {median['json'] / median['json.loads']:.3f}, "
+          f"json/json_format {median['json'] / median['json_format']:.2f}")
 
 
 def idle_connections(args: argparse.Namespace, workdir: Path) -> None:

@@ -65,6 +65,7 @@ EPISODE = "ctxwatch.episode"
 # their arrival order, notice a gap (a span sampled out or lost) and know the guard's detector state.
 SEQUENCE = "ctxwatch.sequence"                 # 1, 2, ... for every span of the loop in the episode
 CONTRACTION_CYCLE = "ctxwatch.contraction.cycle"  # the guard's detector cycles in the episode, after this one
+GUARD_INSTANCE = "ctxwatch.guard.instance.id"  # whose numbering: a UUID per guard process and loop
 MESSAGES_BEFORE = "ctxwatch.messages.before"
 MESSAGES_AFTER = "ctxwatch.messages.after"
 SIZE_BEFORE = "ctxwatch.size.before"
@@ -215,6 +216,8 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(EPISODE, "int", "report, from the first new_episode() on (absent means 0)"),
     AttributeSpec(SEQUENCE, "int", "telemetry: 1-based, +1 for every span of the loop in the episode"),
     AttributeSpec(CONTRACTION_CYCLE, "int", "telemetry: the guard's detector cycles in the episode after this one"),
+    AttributeSpec(GUARD_INSTANCE, "string", "telemetry: the numbering's instance, a random UUID per process and "
+                  "loop (replay and watch: a UUID v5 of the loop id)"),
     AttributeSpec(RESIDUAL_PRESSURE, "int", "report, when the pass cap is reached"),
     AttributeSpec(DEFERRAL_ID, "int", "report, on defer"),
     AttributeSpec(DEFERRAL_RESOLUTION, "string",

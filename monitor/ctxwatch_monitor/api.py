@@ -69,6 +69,10 @@ class LoopSummary(BaseModel):
     held: int = Field(description="Spans that arrived ahead of a missing one, waiting for it (order_wait).")
     candidate_episode: int | None = Field(description="Another episode number seen for this loop, held aside "
                                                       "until a second span of it confirms it.")
+    instance: str | None = Field(description="The guard instance (ctxwatch.guard.instance.id) whose spans the loop "
+                                             "follows; null for guards that send none.")
+    candidate_instance: str | None = Field(description="Another guard instance seen for this loop (a restarted "
+                                                       "process), held aside until a second span of it confirms it.")
     status: str = Field(description="On-call status: healthy, refusing, contracting, blocked, halted or idle "
                                     "(docs/monitor.md, \"Loop status\").")
     before_idle: str | None = Field(description="The status the loop had when it went idle (null unless idle).")
@@ -158,6 +162,7 @@ def summary(loop: LoopState) -> dict[str, Any]:
             "alarm_time": loop.alarm_time, "guard_state": loop.guard_state, "episode": loop.episode,
             "source": loop.order.source, "source_reason": loop.order.reason, "sequence": loop.order.next - 1,
             "held": len(loop.order.pending), "candidate_episode": loop.order.candidate,
+            "instance": loop.order.instance, "candidate_instance": loop.order.candidate_instance,
             "status": oncall.status, "before_idle": oncall.before_idle, "halted_time": oncall.halted_time,
             "blocked_time": oncall.blocked_time, "blocked_reason": oncall.blocked_reason,
             "last_refusal": oncall.last_refusal, "cache": oncall.cache_costs(), "first_seen": loop.first_seen,

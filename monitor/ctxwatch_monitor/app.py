@@ -26,6 +26,8 @@ from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ctxwatch import semconv
+
 from . import __version__
 from .api import api_router
 from .auth import CHALLENGE, BearerAuth
@@ -50,6 +52,18 @@ def _handler(path: str) -> str:
     return "page"
 
 
+# the statuses the monitor answers (its own, and the framework's: 307 slash redirects, 405, 422, static files'
+# 206/304); the code label of any other status is the one overflow value, so the label stays a closed set
+_CODES = frozenset(str(code) for code in (200, 204, 206, 304, 307, 400, 401, 403, 404, 405, 408, 413, 415, 416, 422,
+                                          429, 499, 500, 503))
+
+
+def _code_label(status: int) -> str:
+    """A bounded code label for self-metrics: the status if the monitor answers it, else `_OTHER`."""
+    code = str(status)
+    return code if code in _CODES else semconv.OVERFLOW
+
+
 class RequestMetrics:
     """ASGI middleware counting every HTTP request by handler and status, and timing it."""
 
@@ -72,7 +86,7 @@ class RequestMetrics:
             await self.app(scope, receive, send_and_note)
         finally:
             handler = _handler(scope.get("path", ""))
-            self.instruments.requests.inc((handler, str(status)))
+            self.instruments.requests.inc((handler, _code_label(status)))
             self.instruments.request_duration.observe((handler,), time.perf_counter() - started)
 
 

@@ -254,10 +254,10 @@ class Engine:
         self.store.set_state(loop, state)
 
     def _new_episode(self, loop: LoopState, episode: int, at: float) -> None:
-        """The loop's spans carry another episode number: the guard started a new episode
+        """The loop's spans carry another episode number or guard instance: the guard started a new episode
         (`ContextGuard.new_episode`, after the rewrite policy was fixed) or a new guard took the loop over
-        (a restarted process counts from 0 again). Either way the guard's detector started afresh, and so
-        does the loop's; the loop's history is kept."""
+        (a restarted process: another `ctxwatch.guard.instance.id`, counting from 0 again). Either way the
+        guard's detector started afresh, and so does the loop's; the loop's history is kept."""
         loop.episode, loop.episode_start = episode, at
         loop.detector = ContractionDetector(self.detector_config)
         loop.cycles, loop.onset, loop.flagged, loop.alarm_time = 0, None, None, None

@@ -24,11 +24,16 @@ from .instruments import Instruments
 from .loop_state import ALARMING, OncallState
 from .ordering import LoopOrder
 
-# 23 bytes: time (s after the loop's first_seen, float32: ms precision for hours, s after a year), d, r,
+# 25 bytes: time (the span's end in ms since the epoch, 48 bits as uint32 + uint16: exact to the ms however old
+# the span, as spans of a `replay --otlp` of a session weeks old are, up to the year 10889), d, r (float32),
 # literals before and lost (uint16, saturating), detector cycle (0: not fed; uint32, saturating: a guard may
 # report any int64 as its cycle), decision, kind, state
-_ENTRY = struct.Struct("<fffHHIBBB")
+_ENTRY = struct.Struct("<IHffHHIBBB")
+_MS_MAX = 2**48 - 1
 ENTRY_SIZE = _ENTRY.size
+# the entries of earlier state files: time as float32 s after the loop's first_seen (1 s resolution a few
+# months away from it)
+_ENTRY_FLOAT32_TIME = struct.Struct("<fffHHIBBB")
 _U16 = 0xFFFF
 _U32 = 0xFFFFFFFF
 _KINDS = list(MUTATION_KINDS)
@@ -55,6 +60,12 @@ class Cycle(NamedTuple):
 
 def _f32(value: float | None) -> float:
     return math.nan if value is None else value
+
+
+def _ms(time: float) -> tuple[int, int]:
+    """Unix seconds as the entry's 48-bit ms: (low 32 bits, high 16 bits), saturating."""
+    ms = min(max(round(time * 1000), 0), _MS_MAX)
+    return ms & _U32, ms >> 32
 
 
 def _opt(value: float) -> float | None:
@@ -89,7 +100,7 @@ class LoopState:
     def record(self, capacity: int, time: float, kind: str, decision: str, d: float | None, r: float | None,
                before: int, lost: int, cycle: int) -> None:
         """Append one history entry, overwriting the oldest once `capacity` entries are kept."""
-        packed = _ENTRY.pack(time - self.first_seen, _f32(d), _f32(r), min(before, _U16), min(lost, _U16),
+        packed = _ENTRY.pack(*_ms(time), _f32(d), _f32(r), min(before, _U16), min(lost, _U16),
                              min(cycle, _U32), _DECISION_CODES[decision], _KIND_CODES.get(kind, _OTHER_KIND),
                              _STATE_CODES[self.state])
         if self.entries < capacity:
@@ -105,12 +116,21 @@ class LoopState:
         start = self.entries % count if count and self.entries > count else 0
         out = []
         for i in range(count):
-            t, d, r, before, lost, cycle, decision, kind, state = _ENTRY.unpack_from(
+            low, high, d, r, before, lost, cycle, decision, kind, state = _ENTRY.unpack_from(
                 self.history, ((start + i) % count) * _ENTRY.size)
             kind_name = _KINDS[kind] if kind < len(_KINDS) else "other"
-            out.append(Cycle(round(self.first_seen + t, 3), kind_name, DECISIONS[decision], _opt(d),
+            out.append(Cycle((high << 32 | low) / 1000, kind_name, DECISIONS[decision], _opt(d),
                              _opt(r), before, lost, cycle or None, STATES[state]))
         return out
+
+
+def history_from_float32_times(history: bytes, first_seen: float) -> bytes:
+    """A history ring of an earlier state file (times as float32 offsets from the loop's first_seen) in today's
+    entry format, entry for entry (ValueError when it is not a whole number of entries)."""
+    if len(history) % _ENTRY_FLOAT32_TIME.size:
+        raise ValueError(f"a history of {len(history)} bytes is not made of {_ENTRY_FLOAT32_TIME.size}-byte entries")
+    return b"".join(_ENTRY.pack(*_ms(first_seen + offset), *rest)
+                    for offset, *rest in _ENTRY_FLOAT32_TIME.iter_unpack(history))
 
 
 class LoopStore:

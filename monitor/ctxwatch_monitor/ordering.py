@@ -22,12 +22,25 @@ also needs a span of it arriving `wait` seconds or more after the last span of t
 episode. One forged span therefore cannot reset a loop's detector or clear its alarm, and it leaves
 no mark on the loop's later spans. Spans of the episode the loop left are late. The first span of a
 loop sets its episode directly.
+
+Guard instances: a span's `ctxwatch.guard.instance.id` names the numbering it belongs to (a guard
+process's, or a recorded session's; `ctxwatch.telemetry.sequence`). The loop follows one instance,
+the one its first numbered span names. A span of another instance is a restart's candidate, held
+aside like a new episode's and confirmed the same way (two spans of it, two distinct sequence numbers,
+whatever their episode number or end times; no quiet time is needed, since the sequence numbers of two
+instances are never compared); the loop then starts a new run of the detector in the new instance's
+sequence space and episode, and every later span of the instance it left (up to `MAX_LEFT_INSTANCES`
+of them) is late: a late span of the old process cannot clear its successor's state. One forged span
+with a new instance id therefore changes nothing the loop shows, as one forged episode number does
+not; two forged spans take the loop over, as two of a new episode do (docs/monitor.md, "Restarts").
+Spans without an instance id behave as before instance ids existed (they are one instance).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from json.encoder import encode_basestring
 from typing import Any
 
 from ctxwatch import semconv
@@ -36,7 +49,8 @@ from .records import AGENT_NAME, MutationRecord
 
 MONITOR = "monitor"   # the loop's state is the monitor's own detector, fed every cycle in order
 GUARD = "guard"       # a cycle is missing: the loop follows the state the guard reports
-EPISODE_CONFIRMATIONS = 2  # spans of a new episode needed before the loop switches to it
+EPISODE_CONFIRMATIONS = 2  # spans of a new episode (or guard instance) needed before the loop switches to it
+MAX_LEFT_INSTANCES = 8     # guard instances a loop left whose late spans it still recognises
 APPLIED, HELD, LATE = "applied", "held", "late"  # what became of an offered span
 
 # what a held span keeps: enough to apply it later (the fleet metrics counted it on arrival)
@@ -67,7 +81,7 @@ class LoopOrder:
     """Where a loop is in its guard's sequence, the spans held ahead of it, and whose state it shows."""
 
     __slots__ = ("next", "pending", "since", "candidate", "candidates", "candidate_seen", "previous", "source",
-                 "reason", "gap", "seen")
+                 "reason", "gap", "seen", "instance", "candidate_instance", "left")
 
     def __init__(self) -> None:
         self.next = 1                                    # the sequence number expected next in the episode
@@ -81,6 +95,9 @@ class LoopOrder:
         self.reason: str | None = None                   # why the loop follows the guard's state
         self.gap: str | None = None                      # the last gap given up in the episode
         self.seen = 0.0                                  # when a span of the episode last arrived
+        self.instance: str | None = None                 # the guard instance whose numbering the loop follows
+        self.candidate_instance: str | None = None       # ... and the candidate episode's (another: a restart)
+        self.left: list[str | None] = []                 # the instances the loop left, the last one first
 
     @property
     def waiting(self) -> bool:
@@ -90,19 +107,21 @@ class LoopOrder:
     @property
     def sequenced(self) -> bool:
         """Whether the loop has had sequenced spans (then spans without a sequence are not applied)."""
-        return self.next > 1 or bool(self.pending or self.candidates) or self.previous is not None
+        return self.next > 1 or bool(self.pending or self.candidates or self.left) or self.previous is not None
 
     def to_json(self) -> str:
         """The state as stored with the loop (the common case, nothing held, written without the encoder:
         it is written for every loop a commit touches)."""
         if not (self.pending or self.candidates or self.reason or self.gap or self.since is not None
-                or self.candidate is not None):
+                or self.candidate is not None or self.left):
             previous = "null" if self.previous is None else int(self.previous)
+            instance = "null" if self.instance is None else encode_basestring(self.instance)
             return (f'{{"next":{int(self.next)},"seen":{float(self.seen)!r},"previous":{previous},'
-                    f'"source":"{self.source}"}}')
+                    f'"source":"{self.source}","instance":{instance}}}')
         return _encode({"next": self.next, "since": self.since, "candidate": self.candidate,
                         "previous": self.previous, "source": self.source, "reason": self.reason,
                         "gap": self.gap, "seen": self.seen, "candidate_seen": self.candidate_seen,
+                        "instance": self.instance, "candidate_instance": self.candidate_instance, "left": self.left,
                         "pending": [_stored(r) for r in self.pending.values()],
                         "candidates": [_stored(r) for r in self.candidates.values()]})
 
@@ -116,6 +135,8 @@ class LoopOrder:
             order.since, order.candidate = data.get("since"), data.get("candidate")
             order.reason, order.gap = data.get("reason"), data.get("gap")
             order.candidate_seen = data.get("candidate_seen", 0.0)
+            order.instance, order.candidate_instance = data.get("instance"), data.get("candidate_instance")
+            order.left = data.get("left", [])
             order.pending = _by_sequence(map(_record, data.get("pending", ())))
             order.candidates = _by_sequence(map(_record, data.get("candidates", ())))
         return order
@@ -142,6 +163,12 @@ class Sequencer:
         sequence = record.sequence
         if sequence is None:
             raise ValueError("only a numbered span is sequenced (the engine applies the others directly)")
+        if record.instance != order.instance:
+            if order.sequenced:
+                if record.instance in order.left:
+                    return LATE
+                return HELD if self._candidate(loop, record, now) else LATE
+            order.instance = record.instance  # the loop's first numbered span names the instance it follows
         if sequence == order.next and record.episode == loop.episode and not order.pending:  # the usual case
             order.next, order.seen = sequence + 1, now
             self._apply(loop, record, now)
@@ -193,8 +220,8 @@ class Sequencer:
         order: LoopOrder = loop.order
         if record.sequence is None:
             raise ValueError("only a numbered span is held as a candidate")
-        if order.candidate != record.episode:
-            order.candidate, order.candidates = record.episode, {}
+        if order.candidate != record.episode or order.candidate_instance != record.instance:
+            order.candidate, order.candidate_instance, order.candidates = record.episode, record.instance, {}
         order.candidate_seen = now
         fresh = record.sequence not in order.candidates and len(order.candidates) < self.window
         if fresh:
@@ -207,13 +234,19 @@ class Sequencer:
         order: LoopOrder = loop.order
         if order.candidate is None or len(order.candidates) < EPISODE_CONFIRMATIONS:
             return
-        if order.candidate < loop.episode and order.candidate_seen - order.seen < self.wait:
+        restart = order.candidate_instance != order.instance
+        if not restart and order.candidate < loop.episode and order.candidate_seen - order.seen < self.wait:
             return  # they came while the loop's own episode went on: they may be spans of an episode before
         while order.pending:  # what the episode left behind is applied before it ends
-            self._skip_gap(loop, now, "its episode ended")
+            self._skip_gap(loop, now, "another guard instance took the loop over" if restart else "its episode ended")
         held, left = order.candidates, loop.episode
         self._new_episode(loop, order.candidate, now)
-        order.previous, order.candidate, order.candidates = left, None, {}
+        if restart:  # every span of the instance left is late from now on: it cannot clear its successor's state
+            order.left = [order.instance, *order.left][:MAX_LEFT_INSTANCES]
+            order.instance, order.previous = order.candidate_instance, None
+        else:
+            order.previous = left
+        order.candidate, order.candidate_instance, order.candidates = None, None, {}
         order.next, order.pending, order.since, order.seen = 1, held, now, now
         order.source, order.reason, order.gap = MONITOR, None, None
         self._drain(loop, now)

@@ -5,14 +5,16 @@ monitor reads (span and resource level) as Python values, its end time and its p
 request (for error messages). Every attribute key is read; values only for the keys asked for.
 Values keep their OTLP type: str, bool, int, float, bytes, list (array) or dict (kvlist).
 
-Both encodings are read by the protobuf runtime into the same `Resource` and `Span` messages, one at a
-time when the whole request cannot be, so a span that does not parse is rejected on its own
-(`RawSpan.problem`, naming the attribute) and the others are kept. Protobuf: a request the runtime
-refuses (invalid UTF-8 in one span, most often) is walked span by span. JSON: the structure down to each
-span is walked here, each resource and span is parsed by `google.protobuf.json_format` (an integer
-outside int64, a lone surrogate, two values in one AnyValue are its refusals); unknown fields are
-ignored, and trace and span ids are read as hex, as the OTLP JSON mapping says. A request that cannot be
-read at all raises `DecodeError` (HTTP 400, never retried), naming the field.
+A span that does not parse is rejected on its own (`RawSpan.problem`, naming the attribute) and the others
+are kept. Protobuf: the request is read by the protobuf runtime; one it refuses (invalid UTF-8 in one span,
+most often) is walked span by span. JSON: the structure down to each span is walked here (keys in
+lowerCamelCase or as the original field names), and each resource and span is read by the fast reader
+(`otlp_json`); one it cannot vouch for is parsed by `google.protobuf.json_format` into a `Resource` or `Span`
+message, the reference for what OTLP/JSON means here (an integer outside int64, a lone surrogate, two values in
+one AnyValue are its refusals; unknown fields are ignored, trace and span ids are read as hex, as the OTLP JSON
+mapping says). `decode_json_reference` reads every object with json_format (the oracle of the tests, the
+baseline of the benchmark). A request that cannot be read at all raises `DecodeError` (HTTP 400, never
+retried), naming the field.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from .otlp_json import Unvouched, read_resource, read_span
 from .wire import PROTOBUF
 
 MAX_KEY_SHOWN = 256  # characters of an attribute key quoted in a rejection
@@ -65,7 +68,13 @@ def decode(body: bytes, encoding: str, span_keys: Collection[str], resource_keys
     """Decode a request body; keep the values of `span_keys` and `resource_keys` attributes."""
     if encoding == PROTOBUF:
         return _decode_protobuf(body, span_keys, resource_keys)
-    return _decode_json(body, span_keys, resource_keys)
+    return _decode_json(body, span_keys, resource_keys, fast=True)
+
+
+def decode_json_reference(body: bytes, span_keys: Collection[str], resource_keys: Collection[str]) -> list[RawSpan]:
+    """Decode an OTLP/JSON body as `decode` does, but every resource and span by `json_format`: the reference
+    the fast reader is checked against (tests) and measured against (bench/bench_monitor.py)."""
+    return _decode_json(body, span_keys, resource_keys, fast=False)
 
 
 # -- protobuf -------------------------------------------------------------------------------------
@@ -185,7 +194,7 @@ def _decode_protobuf_by_span(body: bytes, span_keys: Collection[str],
 
 # -- JSON (the OTLP JSON mapping: protobuf's JSON mapping, ids in hex) ------------------------------
 
-_ID_KEYS = ("traceId", "spanId", "parentSpanId")
+_ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
 def _hex_ids_as_base64(message: dict[str, Any]) -> None:
@@ -213,8 +222,9 @@ def span_from_json(obj: dict[str, Any]) -> Span:
 
 
 # what json_format raises on input it cannot read: ParseError, except for a lone surrogate where it looks
-# up a field name (a string given where an object goes), which escapes from upb as a SystemError
-_NOT_READ = (json_format.ParseError, SystemError)
+# up a field name (a string given where an object goes), which escapes from upb as a SystemError, and an
+# integer too large for a double where a double goes (float() raises OverflowError)
+_NOT_READ = (json_format.ParseError, SystemError, OverflowError)
 _PARSE_STEP = re.compile(r"Failed to parse (\w+) field: ")
 _MAX_REASON = 200
 _LONG_WORD = re.compile(r"\S{32,}")  # a value quoted in the error (400 digits, say), cut short
@@ -223,6 +233,8 @@ _LONG_WORD = re.compile(r"\S{32,}")  # a value quoted in the error (400 digits, 
 def _parse_reason(exc: Exception, message: type[Message]) -> str:
     """A `json_format.ParseError` as one short line: the field it failed on and its protobuf type, then
     what was wrong (a long value quoted in it cut short)."""
+    if isinstance(exc, OverflowError):
+        return "doubleValue (double): the number is too large for a double"
     if not isinstance(exc, json_format.ParseError):
         return "a field name is not valid UTF-8 (a lone surrogate)"
     text, descriptor, name, type_name = str(exc), message.DESCRIPTOR, "", ""
@@ -259,7 +271,16 @@ def _attributes_problem(obj: dict[str, Any], exc: Exception, message: type[Messa
     return f"{_parse_reason(exc, message)}"
 
 
+# the request-level fields walked here, by lowerCamelCase name: their original names
+_ORIGINAL_NAMES = {"resourceSpans": "resource_spans", "scopeSpans": "scope_spans"}
+
+
 def _json_list(container: dict[str, Any], key: str, where: str) -> list[Any]:
+    """The array `key` of a request-level object, under its lowerCamelCase or its original name (the later of
+    the two when both are there, as json_format reads them); [] when absent or null."""
+    original = _ORIGINAL_NAMES.get(key)
+    if original is not None and original in container:
+        key = original if key not in container else next(k for k in reversed(container) if k in (key, original))
     value = container.get(key)
     if value is None:
         return []
@@ -274,10 +295,13 @@ def _json_object(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
-def _json_resource(resource_spans: dict[str, Any], where: str,
-                   keys: Collection[str]) -> tuple[dict[str, Any], str | None]:
+def _json_resource(resource_spans: dict[str, Any], where: str, keys: Collection[str],
+                   fast: bool) -> tuple[dict[str, Any], str | None]:
     """The resource attributes of one ResourceSpans object, or the problem that rejects its spans."""
     obj = _json_object(resource_spans.get("resource") or {}, f"{where}.resource")
+    if fast:
+        with contextlib.suppress(Unvouched):
+            return read_resource(obj, keys), None
     try:
         return _pb_attributes(json_format.ParseDict(obj, Resource(), ignore_unknown_fields=True).attributes,
                               keys), None
@@ -285,10 +309,25 @@ def _json_resource(resource_spans: dict[str, Any], where: str,
         return {}, f"its resource cannot be read: {_attributes_problem(obj, exc, Resource)}"
 
 
-def _decode_json(body: bytes, span_keys: Collection[str], resource_keys: Collection[str]) -> list[RawSpan]:
+def _json_span(obj: dict[str, Any], resource: dict[str, Any], where: str, keys: Collection[str],
+               fast: bool) -> RawSpan:
+    """One span object: by the fast reader when it vouches for it (`fast`), else by `json_format`."""
+    if fast:
+        with contextlib.suppress(Unvouched):
+            attributes, end_time_ns = read_span(obj, keys)
+            return RawSpan(attributes, resource, end_time_ns, where)
+    try:
+        span = span_from_json(obj)
+    except _NOT_READ as exc:
+        return RawSpan({}, resource, 0, where, _attributes_problem(obj, exc, Span))
+    return RawSpan(_pb_attributes(span.attributes, keys), resource, span.end_time_unix_nano, where)
+
+
+def _decode_json(body: bytes, span_keys: Collection[str], resource_keys: Collection[str],
+                 fast: bool) -> list[RawSpan]:
     """The request's structure down to each span is walked here (a broken one is a `DecodeError` naming
-    where); each resource and each span is parsed on its own by `json_format`, so one that does not parse
-    rejects only itself (or, for a resource, its spans)."""
+    where); each resource and each span is read on its own, so one that does not parse rejects only itself
+    (or, for a resource, its spans)."""
     try:
         document = json.loads(body)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -298,7 +337,7 @@ def _decode_json(body: bytes, span_keys: Collection[str], resource_keys: Collect
     for r, resource_spans in enumerate(_json_list(document, "resourceSpans", "request")):
         where_r = f"resourceSpans[{r}]"
         resource_spans = _json_object(resource_spans, where_r)
-        resource, resource_problem = _json_resource(resource_spans, where_r, resource_keys)
+        resource, resource_problem = _json_resource(resource_spans, where_r, resource_keys, fast)
         for s, scope_spans in enumerate(_json_list(resource_spans, "scopeSpans", where_r)):
             where_s = f"{where_r}.scopeSpans[{s}]"
             for p, obj in enumerate(_json_list(_json_object(scope_spans, where_s), "spans", where_s)):
@@ -306,14 +345,8 @@ def _decode_json(body: bytes, span_keys: Collection[str], resource_keys: Collect
                 obj = _json_object(obj, where)
                 if resource_problem is not None:
                     spans.append(RawSpan({}, resource, 0, where, resource_problem))
-                    continue
-                try:
-                    span = span_from_json(obj)
-                except _NOT_READ as exc:
-                    spans.append(RawSpan({}, resource, 0, where, _attributes_problem(obj, exc, Span)))
-                    continue
-                spans.append(RawSpan(_pb_attributes(span.attributes, span_keys), resource,
-                                     span.end_time_unix_nano, where))
+                else:
+                    spans.append(_json_span(obj, resource, where, span_keys, fast))
     return spans
 
 

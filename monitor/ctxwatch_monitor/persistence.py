@@ -28,14 +28,32 @@ from typing import Any, NoReturn, TypeVar
 
 from ctxwatch.contraction import STATES
 
+from .loops import history_from_float32_times
+
 T = TypeVar("T")
 
-SCHEMA_VERSION = "4"
-# what turns a state file of an earlier schema into the next one (a monitor upgrade keeps its loops)
-_MIGRATIONS = {"1": ("ALTER TABLE loops ADD COLUMN episode INTEGER NOT NULL DEFAULT 0",
-                     "ALTER TABLE loops ADD COLUMN episode_start REAL"),
-               "2": ("ALTER TABLE loops ADD COLUMN ordering TEXT",),
-               "3": ("ALTER TABLE loops ADD COLUMN oncall TEXT",)}
+
+def _history_times_in_ms(conn: sqlite3.Connection) -> None:
+    """History entries date a cycle in ms since the epoch, no longer as a float32 offset from first_seen."""
+    rows = conn.execute("SELECT loop_id, history, first_seen FROM loops").fetchall()
+    updates = []
+    for loop_id, history, first_seen in rows:
+        try:
+            updates.append((history_from_float32_times(history, first_seen), loop_id))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"table loops, row loop_id={str(loop_id)[:80]!r}: column history: {exc}") from None
+    conn.executemany("UPDATE loops SET history=? WHERE loop_id=?", updates)
+
+
+SCHEMA_VERSION = "5"
+# what turns a state file of an earlier schema into the next one (a monitor upgrade keeps its loops): SQL
+# statements, or a function of the connection
+_MIGRATIONS: dict[str, tuple[str | Callable[[sqlite3.Connection], None], ...]] = {
+    "1": ("ALTER TABLE loops ADD COLUMN episode INTEGER NOT NULL DEFAULT 0",
+          "ALTER TABLE loops ADD COLUMN episode_start REAL"),
+    "2": ("ALTER TABLE loops ADD COLUMN ordering TEXT",),
+    "3": ("ALTER TABLE loops ADD COLUMN oncall TEXT",),
+    "4": (_history_times_in_ms,)}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -124,11 +142,19 @@ class Database:
             raise StateFileError(f"state file {path!r} cannot be used: {exc}") from None
 
     def _migrate(self, schema: str) -> None:
-        """Upgrade the file from `schema` to the next version in one transaction."""
-        with self._transaction() as conn:
-            for statement in _MIGRATIONS[schema]:
-                conn.execute(statement)
-            conn.execute(_UPSERT_META, ("schema", str(int(schema) + 1)))
+        """Upgrade the file from `schema` to the next version in one transaction (a StateFileError naming the
+        row when a row cannot be migrated; the file is left as it was)."""
+        try:
+            with self._transaction() as conn:
+                for step in _MIGRATIONS[schema]:
+                    if isinstance(step, str):
+                        conn.execute(step)
+                    else:
+                        step(conn)
+                conn.execute(_UPSERT_META, ("schema", str(int(schema) + 1)))
+        except ValueError as exc:
+            raise StateFileError(f"state file {self.path!r} cannot be migrated from schema {schema}: {exc} "
+                                 "(corrupt row; fix or delete it, or start with another state file)") from None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:

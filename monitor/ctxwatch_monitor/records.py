@@ -36,6 +36,7 @@ _STRING_LIMITS = {
     semconv.LOOP_ID: MAX_ID_LENGTH, semconv.SERVICE_NAME: MAX_ID_LENGTH, AGENT_NAME: MAX_ID_LENGTH,
     semconv.MUTATION_KIND: MAX_TOKEN_LENGTH, semconv.DECISION: MAX_TOKEN_LENGTH,
     semconv.CONTRACTION_STATE: MAX_TOKEN_LENGTH, ERROR_TYPE: MAX_ERROR_TYPE_LENGTH,
+    semconv.GUARD_INSTANCE: MAX_TOKEN_LENGTH,
 }
 _LIST_KEYS = frozenset({semconv.VIOLATIONS, semconv.WARNINGS})
 _DOUBLE_KEYS = frozenset({semconv.HASH_DISTANCE})
@@ -53,7 +54,8 @@ class MutationRecord:
 
     __slots__ = ("loop_id", "service", "agent", "kind", "decision", "pass_number", "pass_cap", "d", "before",
                  "lost", "orphans_tool_use", "orphans_tool_result", "violations", "warnings", "guard_state",
-                 "episode", "end_ns", "sequence", "guard_cycle", "size_after", "error_type", "cache")
+                 "episode", "end_ns", "sequence", "guard_cycle", "size_after", "error_type", "cache",
+                 "instance")
 
     def __init__(self, attrs: dict[str, Any], end_ns: int) -> None:
         """`attrs` are the span's type-checked attributes; `validate` checks the rest and fills in
@@ -76,6 +78,7 @@ class MutationRecord:
         self.episode = get(semconv.EPISODE) or 0
         self.sequence: int | None = get(semconv.SEQUENCE)       # None: a guard that does not number its spans
         self.guard_cycle: int | None = get(semconv.CONTRACTION_CYCLE)
+        self.instance: str | None = get(semconv.GUARD_INSTANCE) or None  # None: a guard that sends none
         self.size_after: int | None = get(semconv.SIZE_AFTER)  # None: a guard that does not send it
         self.error_type: str | None = get(ERROR_TYPE)           # the class the guard raised, on abort and halt
         # what the mutation cost the provider's prompt cache, in the order of semconv.CACHE_FIGURES (0: not sent)

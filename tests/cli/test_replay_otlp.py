@@ -4,8 +4,10 @@ monitor then tracks each session's loop, and its detector (record 003) reaches t
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from replay_fixtures import ctxwatch, loop_detail, replay_json, write_snapshots
 
 from ctxwatch.demo.monitor_process import MonitorClient
 from ctxwatch.simulate.loops import absorption_loop
+from ctxwatch.telemetry.sequence import recorded_instance
 
 
 def test_backfill_into_a_monitor(monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
@@ -74,3 +77,23 @@ def test_unreachable_endpoint_exits_2_with_one_line(corpus: Path) -> None:
     lines = proc.stderr.splitlines()
     assert lines == [f"ctxwatch replay: --otlp http://127.0.0.1:{port}: 1 span export(s) failed "
                      "(is a monitor or collector listening there?)"]
+
+
+def test_a_second_backfill_of_a_session_is_the_same_instance_and_changes_nothing(monitor: MonitorClient,
+                                                                                 tmp_path: Path) -> None:
+    """A backfill numbers its session as a UUID v5 of the loop id on every run (review D2): sent again, its
+    spans are duplicates (late), not a restarted agent that would start the loop over."""
+    buffers = [b for c in absorption_loop(2).cycles for b in (c.pre, c.post)]
+    session = write_snapshots(tmp_path / "absorbing.jsonl", buffers)
+    assert ctxwatch("replay", session, "--otlp", monitor.url).returncode == 1
+    (loop,) = monitor.loops()
+    first = loop_detail(monitor.url, loop["loop_id"])
+    assert first is not None and first["state"] == "contracting"
+    assert first["instance"] == recorded_instance(loop["loop_id"])
+    assert ctxwatch("replay", session, "--otlp", monitor.url).returncode == 1
+    again = loop_detail(monitor.url, loop["loop_id"])
+    assert again is not None and again["candidate_instance"] is None
+    assert {k: v for k, v in again.items() if k != "last_seen"} == {k: v for k, v in first.items() if k != "last_seen"}
+    with urllib.request.urlopen(monitor.url + "/metrics", timeout=10) as resp:  # noqa: S310 - loopback
+        late = re.search(r'^ctxwatch_monitor_late_spans_total\{reason="late"\} (\S+)$', resp.read().decode(), re.M)
+    assert late is not None and float(late.group(1)) == first["sequence"]  # every span of the second run

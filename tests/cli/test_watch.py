@@ -32,6 +32,7 @@ from corpus_files import claude_code_compactions, claude_code_message_records, c
 from replay_fixtures import claude_code_lines, ctxwatch, loop_detail, replay_json
 
 from ctxwatch.demo.monitor_process import MonitorClient
+from ctxwatch.telemetry.sequence import recorded_instance
 
 DEADLINE_S = 180.0
 ARRIVAL_BOUND_S = 30.0
@@ -246,6 +247,8 @@ def test_a_restart_in_the_middle_of_a_file_neither_loses_nor_repeats_a_span(
     assert_matches_replay(first, doc["sessions"][0])
     untimed = [[{k: v for k, v in c.items() if k != "time"} for c in loop["history"]] for loop in (first, second)]
     assert untimed[0] == untimed[1]  # times: to the monitor's resolution, which depends on first_seen
+    # the restarted watcher went on as the same instance (a UUID v5 of the loop id), not as a restarted agent
+    assert first["instance"] == recorded_instance(first["loop_id"]) and first["candidate_instance"] is None
 
 
 def test_truncated_rotated_and_deleted_files_are_one_line_notes_and_the_watcher_goes_on(

@@ -9,6 +9,7 @@ numbering counts every report, sampled or not.
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -19,7 +20,7 @@ from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 from ctxwatch import semconv
 from ctxwatch.demo.fleet import DemoLoop, ScratchpadLoop, SummarizerLoop
 from ctxwatch.telemetry import MutationTelemetry
-from ctxwatch.telemetry.sequence import LoopSequences
+from ctxwatch.telemetry.sequence import LoopSequences, recorded_instance
 
 
 def _run(loop: DemoLoop) -> None:
@@ -68,10 +69,34 @@ def test_numbering_counts_the_spans_a_sampler_drops() -> None:
 
 def test_sequences_are_bounded_and_restart_with_a_new_episode() -> None:
     sequences = LoopSequences(capacity=2)
-    assert sequences.next("a", 0, "compact", "patch", 0.4) == (1, 1)
-    assert sequences.next("a", 0, "append", "patch", None) == (2, 1)
-    assert sequences.next("a", 0, "compact", "defer", None) == (3, 1)   # refused: no detector cycle
-    assert sequences.next("a", 1, "compact", "patch", 0.3) == (1, 1)    # a new episode starts again
+    first = sequences.next("a", 0, "compact", "patch", 0.4)
+    assert first[:2] == (1, 1) and uuid.UUID(first.instance).version == 4
+    assert sequences.next("a", 0, "append", "patch", None) == (2, 1, first.instance)
+    assert sequences.next("a", 0, "compact", "defer", None) == (3, 1, first.instance)   # refused: no detector cycle
+    assert sequences.next("a", 1, "compact", "patch", 0.3) == (1, 1, first.instance)    # a new episode starts again
     sequences.next("b", 0, "append", "patch", None)
     sequences.next("c", 0, "append", "patch", None)                      # past the capacity: "a" is forgotten
-    assert sequences.next("a", 1, "append", "patch", None) == (1, 0)
+    again = sequences.next("a", 1, "append", "patch", None)
+    assert again[:2] == (1, 0) and again.instance != first.instance  # a new numbering: a new instance
+
+
+def test_each_process_numbers_a_loop_as_its_own_instance_and_a_backfill_as_the_sessions() -> None:
+    """Record 003's alarm after a restart (review D2): a second process (a fresh telemetry object) with the
+    same loop id numbers from 1 again under another instance id, so a consumer tells it from a duplicate;
+    a backfill renumbered twice (a second replay, a resumed watcher) is the same instance both times."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    for _process in range(2):
+        _run(SummarizerLoop("restarted", 0, 4, MutationTelemetry(provider)))
+    runs: dict[str, list[int]] = defaultdict(list)
+    for span in exporter.get_finished_spans():
+        runs[span.attributes[semconv.GUARD_INSTANCE]].append(span.attributes[semconv.SEQUENCE])
+    assert len(runs) == 2 and all(s == list(range(1, len(s) + 1)) for s in runs.values())
+
+    backfill = LoopSequences()
+    backfill.renumber("claude-code-s1", recorded_instance("claude-code-s1"))
+    first = backfill.next("claude-code-s1", 0, "append", "patch", None)
+    backfill.renumber("claude-code-s1", recorded_instance("claude-code-s1"))
+    assert backfill.next("claude-code-s1", 0, "append", "patch", None) == first
+    assert uuid.UUID(first.instance).version == 5 and first.instance != recorded_instance("claude-code-s2")

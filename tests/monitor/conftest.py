@@ -24,6 +24,9 @@ from prometheus_client.samples import Sample
 
 import ctxwatch.demo.monitor_process
 from ctxwatch import semconv
+from ctxwatch_monitor.config import MEMORY_STATE, MonitorConfig
+from ctxwatch_monitor.engine import Engine
+from ctxwatch_monitor.instruments import Instruments
 
 AGENT = semconv.GENAI_V1_41.agent_name
 
@@ -45,6 +48,18 @@ def monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
         yield proc
     finally:
         proc.close(grace_s=30.0)
+
+
+@pytest.fixture
+def engine() -> Iterator[Engine]:
+    """The monitor's state engine in process, on an in-memory state (no subprocess, no port)."""
+    config = MonitorConfig(state=MEMORY_STATE)
+    engine = Engine(config, Instruments(config.label_cap), None)
+    engine.restore()
+    try:
+        yield engine
+    finally:
+        engine.shutdown()
 
 
 @pytest.fixture

@@ -9,16 +9,19 @@ a tracked loop stays compact (the 2 KB-per-loop budget, measured with tracemallo
 from __future__ import annotations
 
 import sqlite3
+import struct
 import tracemalloc
 from pathlib import Path
 
 import pytest
 from conftest import metric_value
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxwatch.contraction import ContractionDetector
 from ctxwatch_monitor.config import ConfigError, load_config
 from ctxwatch_monitor.instruments import Instruments
-from ctxwatch_monitor.loops import LoopState, LoopStore
+from ctxwatch_monitor.loops import ENTRY_SIZE, LoopState, LoopStore
 from ctxwatch_monitor.persistence import SCHEMA_VERSION, Database, StateFileError
 from ctxwatch_monitor.server import main
 
@@ -82,6 +85,28 @@ def test_history_ring_keeps_the_latest_cycles_in_order() -> None:
     assert kept[0].r is None and kept[0].kind == "compact" and kept[0].state == "healthy"
 
 
+@given(first_seen=st.floats(0, 2e10), times_ms=st.lists(st.integers(0, 2**48 - 1), min_size=1, max_size=6))
+def test_history_times_keep_the_millisecond_however_far_from_first_seen(first_seen: float,
+                                                                         times_ms: list[int]) -> None:
+    """Regression: times were float32 offsets from first_seen, so a backfill (`replay --otlp` of a session weeks
+    old) was dated to 0.25 s, a year away to 2 s. Every span end time now comes back to the millisecond."""
+    store = LoopStore(Instruments(8), max_loops=10, ttl=0)
+    loop = _loop(store, "times", first_seen)
+    for cycle, ms in enumerate(times_ms, 1):
+        loop.record(8, ms / 1000, "compact", "patch", 0.5, None, 10, 1, cycle)
+    assert [c.time for c in loop.cycles_in_order()] == [ms / 1000 for ms in times_ms]
+
+
+def test_a_backfill_weeks_old_is_dated_to_the_millisecond() -> None:
+    now = 1_764_600_000.0
+    store = LoopStore(Instruments(8), max_loops=10, ttl=0)
+    loop = _loop(store, "backfill", now)
+    ended = [now - 40 * 86400 + 0.123, now - 40 * 86400 + 0.124, now - 86400 * 365 * 3 + 0.001]
+    for cycle, at in enumerate(ended, 1):
+        loop.record(8, at, "compact", "patch", 0.5, None, 10, 1, cycle)
+    assert [c.time for c in loop.cycles_in_order()] == [round(at, 3) for at in ended]
+
+
 def test_cap_and_ttl_evict_least_recently_seen_and_count() -> None:
     instruments = Instruments(8)
     store = LoopStore(instruments, max_loops=3, ttl=60)
@@ -98,7 +123,7 @@ def test_cap_and_ttl_evict_least_recently_seen_and_count() -> None:
     assert metric_value(text, "ctxwatch_monitor_loops_tracked") == 2
 
 
-def test_a_tracked_loop_with_full_history_stays_near_2_kb() -> None:  # 2.1 KB measured, docs/monitor.md
+def test_a_tracked_loop_with_full_history_stays_near_2_kb() -> None:  # 2.2 KB measured, docs/monitor.md
     store = LoopStore(Instruments(8), max_loops=100_000, ttl=0)
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
@@ -136,6 +161,46 @@ def test_a_state_file_of_schema_1_is_migrated_and_keeps_its_loops(tmp_path: Path
     assert database.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == SCHEMA_VERSION
     database.close()
     Database(str(path)).close()  # opening the migrated file again changes nothing
+
+
+FIRST_SEEN = 1_760_000_000.0
+_ENTRY_SCHEMA_4 = struct.Struct("<fffHHIBBB")  # time as float32 s after first_seen
+
+
+def _schema_4_file(path: Path, history: bytes) -> None:
+    Database(str(path)).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO loops (loop_id, service, agent, state, cycles, first_seen, last_seen, detector, "
+                     "history, entries) VALUES ('old', 'svc', 'bot', 'healthy', 2, ?, ?, '{}', ?, 2)",
+                     (FIRST_SEEN, FIRST_SEEN, history))
+        conn.execute("UPDATE meta SET value='4' WHERE key='schema'")
+
+
+def test_a_state_file_of_schema_4_keeps_its_history_times(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    offsets = [-40 * 86400 - 0.25, 12.5]  # a backfill 40 days old (float32 holds both exactly)
+    _schema_4_file(path, b"".join(_ENTRY_SCHEMA_4.pack(offset, 0.5, 0.25, 10, 1, cycle, 0, 0, 0)
+                                  for cycle, offset in enumerate(offsets, 1)))
+    database = Database(str(path))
+    (row,) = database.load_loops()
+    database.close()
+    assert len(row["history"]) == 2 * ENTRY_SIZE
+    loop = LoopState("old", "svc", "bot", ("svc", "bot"), "healthy", None, row["first_seen"])
+    loop.history, loop.entries = bytearray(row["history"]), row["entries"]
+    kept = loop.cycles_in_order()
+    assert [c.time for c in kept] == [FIRST_SEEN + offset for offset in offsets]
+    assert [(c.cycle, c.d, c.r, c.literals_before, c.literals_lost) for c in kept] == [(1, 0.5, 0.25, 10, 1),
+                                                                                     (2, 0.5, 0.25, 10, 1)]
+
+
+def test_a_schema_4_history_that_is_not_whole_entries_stops_the_migration_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    _schema_4_file(path, b"\x00" * 5)
+    with pytest.raises(StateFileError, match=r"state\.sqlite3.*cannot be migrated.*loop_id='old'.*5 bytes"):
+        Database(str(path))
+    with sqlite3.connect(path) as conn:  # the failed step left the file as it was
+        assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] != SCHEMA_VERSION
+        assert conn.execute("SELECT history FROM loops").fetchone()[0] == b"\x00" * 5
 
 
 def test_a_state_file_of_a_newer_schema_is_refused_by_name(tmp_path: Path) -> None:

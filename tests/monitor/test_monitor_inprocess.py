@@ -7,12 +7,13 @@ end against a real uvicorn subprocess in test_end_to_end.py, test_bad_input.py a
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import contracting_cycles, healthy_cycles, metric_value
+from conftest import contracting_cycles, healthy_cycles, metric_value, samples
 from fastapi.testclient import TestClient
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -21,10 +22,9 @@ from test_otlp_decoding import otlp_json
 
 from ctxwatch import semconv
 from ctxwatch.contraction import ContractionDetector
-from ctxwatch_monitor.app import create_app
+from ctxwatch_monitor.app import RequestMetrics, create_app
 from ctxwatch_monitor.config import MEMORY_STATE, MonitorConfig
 from ctxwatch_monitor.engine import Engine
-from ctxwatch_monitor.instruments import Instruments
 from ctxwatch_monitor.otlp_codec import RawSpan, decode
 from ctxwatch_monitor.records import RESOURCE_KEYS, SPAN_KEYS, Rejected, validate
 from ctxwatch_monitor.wire import JSON, PROTOBUF
@@ -73,6 +73,8 @@ def test_the_loop_id_falls_back_to_the_resource() -> None:
     ({semconv.SEQUENCE: 0}, f"attribute {semconv.SEQUENCE} must be >= 1, got 0"),
     ({semconv.LOOP_ID: None}, f"no {semconv.LOOP_ID} on the span or its resource"),
     ({semconv.LOOP_ID: "x" * 257}, "is 257 characters long (at most 256)"),
+    ({semconv.GUARD_INSTANCE: "x" * 65}, f"attribute {semconv.GUARD_INSTANCE} is 65 characters long (at most 64)"),
+    ({semconv.GUARD_INSTANCE: 7}, f"attribute {semconv.GUARD_INSTANCE} must be a string, got int"),
     ({semconv.VIOLATIONS: [1]}, "must be a string array, got array"),
     ({semconv.MUTATION_KIND: ""}, f"attribute {semconv.MUTATION_KIND} is empty"),
 ])
@@ -89,17 +91,6 @@ def test_a_span_the_decoder_could_not_read_is_rejected_with_its_reason() -> None
 
 
 # --- the state engine ---------------------------------------------------------------------------------------
-
-@pytest.fixture
-def engine() -> Iterator[Engine]:
-    config = MonitorConfig(state=MEMORY_STATE)
-    engine = Engine(config, Instruments(config.label_cap), None)
-    engine.restore()
-    try:
-        yield engine
-    finally:
-        engine.shutdown()
-
 
 def _cycle(loop_id: str, d: float, before: int, lost: int, sequence: int, state: str = "healthy") -> dict[str, Any]:
     return mutation(loop_id, **{semconv.HASH_DISTANCE: d, semconv.LITERALS_BEFORE: before,
@@ -200,6 +191,33 @@ def test_an_unreadable_request_is_a_400_naming_the_field_in_both_encodings(clien
     metrics = client.get("/metrics").text
     assert metric_value(metrics, "ctxwatch_monitor_decode_errors_total", encoding="json") == 1
     assert metric_value(metrics, "ctxwatch_monitor_decode_errors_total", encoding="protobuf") == 1
+
+
+def test_the_request_counters_code_label_is_a_closed_set(client: TestClient) -> None:
+    """Statuses the monitor answers are their own code; any other status is one overflow value."""
+    assert client.get("/api/loops/nobody").status_code == 404
+    assert client.delete("/v1/traces").status_code == 405
+    metrics = client.get("/metrics").text
+    assert metric_value(metrics, "ctxwatch_monitor_requests_total", handler="api", code="404") == 1
+    assert metric_value(metrics, "ctxwatch_monitor_requests_total", handler="traces", code="405") == 1
+    instruments = Instruments(8)
+
+    async def answer(scope: Any, receive: Any, send: Any) -> None:  # whatever status the path names
+        await send({"type": "http.response.start", "status": int(scope["path"][1:]), "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def ignore(message: Any) -> None:
+        return None
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b""}
+
+    middleware = RequestMetrics(answer, instruments)
+    for status in (200, 418, 299, 599, 1000):
+        asyncio.run(middleware({"type": "http", "path": f"/{status}"}, receive, ignore))
+    text = instruments.metric_set.render(None)[0].decode()
+    counted = {s.labels["code"]: s.value for s in samples(text) if s.name == "ctxwatch_monitor_requests_total"}
+    assert counted == {"200": 1, semconv.OVERFLOW: 4}
 
 
 def test_an_unsupported_media_type_is_a_415(client: TestClient) -> None:

@@ -23,7 +23,7 @@ from test_bad_input import mutation, request
 from test_poison_spans import HUGE, SURROGATE, json_request
 
 from ctxwatch import semconv
-from ctxwatch_monitor.otlp_codec import DecodeError, RawSpan, decode, span_from_json
+from ctxwatch_monitor.otlp_codec import DecodeError, RawSpan, decode, decode_json_reference, span_from_json
 from ctxwatch_monitor.records import RESOURCE_KEYS, SPAN_KEYS
 from ctxwatch_monitor.wire import JSON, PROTOBUF
 
@@ -190,16 +190,21 @@ JSON_VALUES = st.recursive(
 @example(span={}, attribute=None, resource={"attributes": [True]})  # json_format's TypeError at the top level
 def test_any_json_in_a_span_or_resource_is_a_span_rejection_or_a_decode_error(span: Any, attribute: Any,
                                                                                resource: Any) -> None:
-    """Whatever JSON sits where a span, an attribute or a resource goes: spans or a `DecodeError`, nothing else."""
+    """Whatever JSON sits where a span, an attribute or a resource goes: spans or a `DecodeError`, nothing else;
+    and the same as json_format makes of it (`decode_json_reference`)."""
     if isinstance(span, dict):
         span = {**span, "attributes": [attribute, {"key": semconv.EPISODE, "value": attribute}]}
     body = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": [span]}]},
                               {"scopeSpans": [{"spans": [{"attributes": [{"key": semconv.LOOP_ID,
                                                                           "value": {"stringValue": "kept"}}]}]}]}]}
+    encoded = json.dumps(body).encode()
     try:
-        spans = read(json.dumps(body).encode())
+        spans = read(encoded)
     except DecodeError as exc:
         assert exc.field.startswith(("resourceSpans[0]", "body")), exc.field
+        with pytest.raises(DecodeError):
+            decode_json_reference(encoded, SPAN_KEYS, RESOURCE_KEYS)
         return
+    assert repr(spans) == repr(decode_json_reference(encoded, SPAN_KEYS, RESOURCE_KEYS))
     assert spans[-1].problem is None and spans[-1].attributes == {semconv.LOOP_ID: "kept"}
     assert all(s.problem is None or len(s.problem) <= 300 for s in spans)

@@ -152,6 +152,14 @@ def test_json_episode_of_ten_to_the_thirty_is_rejected(server: MonitorProcess) -
     assert server.get("/api/loops/json-episode-ok").json()["episode"] == 3
 
 
+def test_json_double_too_large_for_a_float_is_rejected(server: MonitorProcess) -> None:
+    """An integer of 400 digits where a double goes: json_format's float() overflows (it was a 500)."""
+    body = json_request(mutation("json-double-ok"), mutation("json-double-bad",
+                                                             **{semconv.HASH_DISTANCE: {"doubleValue": int(HUGE)}}))
+    message = send(server, body, JSON, "json-double-ok")
+    assert "spans[1]" in message and semconv.HASH_DISTANCE in message and "too large for a double" in message
+
+
 @pytest.mark.parametrize("key", [semconv.LOOP_ID, AGENT, semconv.SERVICE_NAME, semconv.CONTRACTION_STATE,
                                  semconv.VIOLATIONS])
 def test_json_lone_surrogate_is_rejected(server: MonitorProcess, key: str) -> None:

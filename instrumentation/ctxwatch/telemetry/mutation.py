@@ -25,7 +25,7 @@ from ..version import VERSION
 from . import content, spans
 from .failures import record_failure
 from .metrics import Instruments, instruments_for
-from .sequence import LoopSequences
+from .sequence import LoopSequences, Numbering, recorded_instance
 
 _SPAN_NAMES = {kind: semconv.span_name(kind) for kind in (*MUTATION_KINDS, semconv.OVERFLOW)}
 _NO_SPANS = (ProxyTracerProvider, NoOpTracerProvider)  # the API's providers before an SDK is installed
@@ -111,8 +111,9 @@ class MutationTelemetry:
             self.failure("end", exc)
 
     def renumber(self, loop_id: str) -> None:
-        """Number the loop's reports from 1 again: a backfill reports its session from the top, resumed or not."""
-        self._sequences.forget(loop_id)
+        """Number the loop's reports from 1 again: a backfill reports its session from the top, resumed or not,
+        as the same instance on every run (`sequence.recorded_instance`)."""
+        self._sequences.renumber(loop_id, recorded_instance(loop_id))
 
     def number_unsent(self, report: Report) -> None:
         """Number a report whose span an earlier run already sent (a resumed backfill skips it), so the
@@ -143,13 +144,13 @@ class MutationTelemetry:
                 self.failure("end", exc)
 
     def _record_span(self, handle: MutationHandle, report: Report, violations: list[str],
-                     warnings: list[str], numbering: tuple[int, int]) -> Any:
+                     warnings: list[str], numbering: Numbering) -> Any:
         """Start the attempt's span with every attribute, set its status and content, end it."""
         try:
             error_type = spans.error_type(report)
             attrs = spans.report_attributes(handle.start_attributes(), self.names, report, violations, warnings,
                                             error_type)
-            attrs[semconv.SEQUENCE], attrs[semconv.CONTRACTION_CYCLE] = numbering
+            attrs[semconv.SEQUENCE], attrs[semconv.CONTRACTION_CYCLE], attrs[semconv.GUARD_INSTANCE] = numbering
             if self.capture_content:
                 attrs.update(content.lost_literal_attributes(report))
         except Exception as exc:  # noqa: BLE001 - telemetry fails open
