@@ -82,7 +82,7 @@ class PreImageStore:
     """Full pre-images of rewritten spans, bounded in total bytes, each counted with its bookkeeping
     (oldest evicted first)."""
 
-    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
+    def __init__(self, max_bytes: int = 8 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
         self._items: OrderedDict[str, bytes] = OrderedDict()
         self._bytes = 0
