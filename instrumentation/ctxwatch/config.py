@@ -19,6 +19,7 @@ from .report import COMPACTION_KINDS
 # What `resolve`/`apply` do with a rewrite that alters the consumed prefix (record 000 defers it):
 #   auto              whole pairs for the kinds that shrink history (compact, prune), the queue otherwise
 #   whole_pairs       turn it at once into whole-pair compaction, its new text in an elision marker
+#                     (both: a pruning that only clears consumed tool results in place is applied as it is)
 #   queue             keep the current context; apply the rewrite at the next session boundary
 #   session_boundary  apply it whole as the start of a new session (a new episode); every check but
 #                     prefix identity still applies

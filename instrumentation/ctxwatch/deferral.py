@@ -10,6 +10,11 @@ what the model has not read — stays verbatim and in order, and the marker's co
 Where the provider's rules forbid the marker at the frontier (Anthropic: a user turn after a user
 turn), it goes to the nearest earlier unit boundary where they allow it; when no place is valid,
 there is no conversion (`validity.provider_problems`).
+
+A pruning that only clears consumed tool results in place (the ``clear_tool_uses`` pattern: an old
+output replaced by a shorter placeholder) drops no unit, so there is nothing to elide; it keeps
+every pair whole and touches nothing the model has not read, and `results_cleared_in_place`
+recognises it so that it can be applied as it is.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .model import Context, Message, TextPart, ToolSchema
+from .model import Context, Message, TextPart, ToolResult, ToolSchema
 from .validity import provider_problems
 
 ELISION_PREFIX = "[ctxwatch] earlier turns were elided"
@@ -129,6 +134,36 @@ def whole_pair_conversion(messages: Sequence[Message], boundary: int, dropped: s
             return Conversion(out, elided, units_elided)
     return (f"no place for the elision marker gives a valid {format or 'ctxwatch'} context after eliding "
             f"{elided} messages in {units_elided} whole units")
+
+
+def results_cleared_in_place(before: Sequence[Message], after: Sequence[Message], boundary: int) -> int | str:
+    """How many consumed tool results `after` clears in place, when that is all it does: the same
+    messages in the same order, those at or after `boundary` (unread) unchanged, and each changed one
+    consumed and the same message but for the outputs of its tool results, and no larger. For another
+    change of the same messages in place, a one-line reason why it is not that; 0 when messages were
+    added or removed."""
+    if len(before) != len(after):
+        return 0
+    cleared = 0
+    for i, (old, new) in enumerate(zip(before, after, strict=True)):
+        if old.digest == new.digest:
+            continue
+        if not _clears_results(old, new):
+            return f"it changes message {i} in place beyond clearing tool-result outputs"
+        if i >= boundary:
+            return f"it clears a tool result the model has not read yet (message {i}), which stays as it is"
+        cleared += sum(1 for a, b in zip(old.parts, new.parts, strict=True) if a != b)
+    return cleared
+
+
+def _clears_results(old: Message, new: Message) -> bool:
+    """`new` is `old` with some tool-result outputs replaced, and no larger (its format's other fields may
+    say so: LangChain's clearing marks the message in ``response_metadata``)."""
+    if (new.role, new.id, new.name, len(new.parts)) != (old.role, old.id, old.name, len(old.parts)) \
+            or new.size > old.size:
+        return False
+    return all(a == b or (type(a) is ToolResult and type(b) is ToolResult and a.call_id == b.call_id)
+               for a, b in zip(old.parts, new.parts, strict=True))
 
 
 def _fits(before: Message | None, after: Message | None, marker: Message, format: str | None) -> bool:

@@ -39,7 +39,7 @@ from . import semconv
 from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral, check_on_refusal
 from .contraction import ContractionDetector, DetectorConfig
 from .cycles import measure_cycle
-from .deferral import Conversion, DeferralQueue, carried_text, whole_pair_conversion
+from .deferral import Conversion, DeferralQueue, carried_text, results_cleared_in_place, whole_pair_conversion
 from .diff import Change
 from .directives import DEFAULT_MARKERS
 from .errors import InvalidContextError
@@ -97,7 +97,8 @@ class ContextGuard:
         "ctxwatch"); detected from the first input when omitted.
       tools: the tool definitions offered to the model (any supported format, or ToolSchema).
       policy: pinned policy messages, by message ids or a predicate ``(index, message) -> bool``;
-        resolved on the first observed context and immutable afterwards.
+        resolved on the first observed context and immutable for the episode (pinned again on a
+        change `observe` adopts and at every new episode).
       literals: the literal registry (defaults to the built-in patterns).
       config: every other setting as one `GuardConfig`; or give them as keywords (the same names):
         pass_cap, budget, enforce, detector, directive_markers, deferral, shadow, elision_role.
@@ -264,6 +265,20 @@ class ContextGuard:
         schema_list = self.bridge.tools(tools) if tools is not None else None
         return self._attempt(model, proposed, kind=kind, tools=schema_list, rendered=rendered, adopt=False)[0]
 
+    def adopt(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None
+              ) -> Report:
+        """A context the caller sends to the model as it is — an edit the guard can report but not change
+        (a client's own compaction passed through a wrapped SDK call): checked like `check`, one report
+        and span. On abort or halt nothing changes (the caller decides whether it still goes out;
+        `raise_for` raises the record's error). Otherwise the guard takes it on as the context in use, as
+        `observe` takes on a change made outside it: decision patch, ``report.observed``, the findings
+        kept — a change of the consumed prefix is reported, not deferred, since the model reads the edit
+        as made. Turns appended before the edit are taken as appended first, as in `check`."""
+        model = self.bridge.to_model(proposed)
+        schema_list = self.bridge.tools(tools) if tools is not None else None
+        return self._attempt(model, proposed, kind=kind, tools=schema_list, rendered=None, adopt=True,
+                             refusable=True)[0]
+
     def resolve(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None,
                 rendered: Any = None, deferral: str | None = None, shadow: bool | None = None) -> tuple[Report, Any]:
         """Check `proposed` and settle what the agent should use now: ``(report, context)``.
@@ -363,15 +378,16 @@ class ContextGuard:
         return self.bridge.to_caller(model[:at] + (pin,) + model[at:], proposed)
 
     def new_episode(self) -> None:
-        """Start a new episode: the pass count, the halt and the contraction detector are reset; the
-        pinned cap stays. Every session boundary starts one. Spans carry the episode number, so the
-        monitor resets its detector too."""
+        """Start a new episode: the pass count, the halt and the contraction detector are reset and the
+        policy region is pinned again on the current context; the pinned cap stays. Every session
+        boundary starts one. Spans carry the episode number, so the monitor resets its detector too."""
         self.episode += 1
         self.passes_used = 0
         self._state.rewrites_since_turn = 0
         self.halted_at = None
         self.detector = ContractionDetector(self.detector.config)
         self._fp_last_rewrite = None
+        self.policy.repin(self._state.context.messages)  # the episode's policy: what the context holds now
 
     # --- one attempt: evaluate, decide, commit ------------------------------------------------------
     @property
@@ -384,7 +400,10 @@ class ContextGuard:
 
     def _attempt(self, proposed: tuple[Message, ...], raw: Any, *, kind: str | None,
                  tools: list[ToolSchema] | None, rendered: Any, adopt: bool, settle: bool = False,
-                 deferral: str | None = None, shadow: bool | None = None) -> tuple[Report, Any]:
+                 deferral: str | None = None, shadow: bool | None = None, refusable: bool = False
+                 ) -> tuple[Report, Any]:
+        """Evaluate, decide and commit one proposal. `adopt`: the guard takes it on whatever the decision
+        (observed; with `refusable`, unless it aborts or halts). `settle`: a deferral is settled by the mode."""
         started = time.perf_counter()
         if kind is not None and not (isinstance(kind, str) and kind in MUTATION_KINDS):
             raise ValueError(f"kind must be one of {', '.join(MUTATION_KINDS)}; got {kind!r}")
@@ -417,14 +436,14 @@ class ContextGuard:
             # what the agent now uses: the change made or the proposal (observed, shadow), the settled one
             # on patch, nothing on a refusal
             applied: Change | None = evaluation.change
-            if adopt:
+            if adopt and not (refusable and report.decision in ("abort", "halt")):
                 report.observed = True
                 report.decision = "patch"  # the model already consumed it: reported, not refused
-                self._commit(evaluation, raw, tools)
+                self._commit(evaluation, raw, tools, report, adopted=True)
                 context = None
             elif shadow:
                 report.shadow = True  # the caller uses its own proposal; the guard follows it, and its detector
-                self._commit(evaluation, raw, tools, feed=outcome.evaluation)  # is fed as the report says
+                self._commit(evaluation, raw, tools, report, feed=outcome.evaluation)  # is fed as the report says
                 context = copy_shape(raw)
             else:
                 applied = outcome.evaluation.change if report.decision == "patch" else None
@@ -443,7 +462,7 @@ class ContextGuard:
         if report.decision == "patch":
             if outcome.conversion is not None:
                 self._elisions += 1  # never reset (not even by new_episode): two markers are never the same
-            self._commit(evaluation, outcome.raw, tools, session=outcome.resolution == "session_boundary")
+            self._commit(evaluation, outcome.raw, tools, report, session=outcome.resolution == "session_boundary")
             return copy_shape(outcome.raw)
         if report.decision == "defer":
             report.deferred_id = self.deferred.push(evaluation.base.context, evaluation.change.after, kind, tools)
@@ -484,14 +503,26 @@ class ContextGuard:
             return _Outcome(whole, raw, "session_boundary") if whole.decision == "patch" else None
         if not self.config.converts(deferral, change.kind):
             return None
+        cleared = results_cleared_in_place(base.context.messages, change.after, base.context.boundary)
+        if isinstance(cleared, int) and cleared:
+            return self._settled_as_proposed(evaluation, raw, tools, "in_place", Finding(
+                "prefix_identity", f"the rewrite clears {cleared} consumed tool results in place; applied as it "
+                "is: every call keeps its result and nothing the model has not read changes, but the consumed "
+                f"prefix does from message {change.prefix_len} on (the provider's prompt cache with it)",
+                action="warn"))
         converted = whole_pair_conversion(
             base.context.messages, base.context.boundary, {i for i, _ in change.removed},
             carried_text(change.added_messages), role=self.config.elision_role, number=self._elisions + 1,
             format=self.bridge.format)
+        if converted is None:
+            why = cleared if isinstance(cleared, str) else \
+                f"it changes consumed messages from message {change.prefix_len} on"
+            converted = f"the rewrite drops no whole consumed unit ({why}), so there is nothing to elide"
         if not isinstance(converted, Conversion):
-            return None if converted is None else _Outcome(_with_finding(evaluation, Finding(
+            return _Outcome(_with_finding(evaluation, Finding(
                 "prefix_identity", f"whole-pair compaction was not possible: {converted}; the rewrite waits "
-                "in the queue for the next session boundary", action="warn")), raw)
+                "in the queue for the next session boundary (deferral=\"session_boundary\" applies it at once "
+                "as the start of a new session)", action="warn")), raw)
         conv_change = Change.between(base.context, converted.messages, change.kind, base.digests)
         conv = self._evaluate(base, conv_change, tools, None, True, prefix_change_allowed=True)
         if conv.decision == "halt":
@@ -503,6 +534,17 @@ class ContextGuard:
             f"{converted.elided} messages in {converted.units} whole units elided, its new text carried by an "
             "elision marker at the frontier, everything after the frontier kept verbatim", action="warn"), first=True)
         return _Outcome(conv, self.bridge.to_caller(converted.messages, base.raw), "whole_pairs", converted)
+
+    def _settled_as_proposed(self, evaluation: Evaluation, raw: Any, tools: list[ToolSchema] | None,
+                             resolution: str, note: Finding) -> _Outcome | None:
+        """The deferred proposal applied as it is (its change to the consumed prefix allowed), `note`
+        saying so; None when it still would not be a patch (then it stays deferred)."""
+        whole = self._evaluate(evaluation.base, evaluation.change, tools, None, True, prefix_change_allowed=True)
+        if whole.decision == "halt":
+            return _Outcome(whole, raw)  # the alarm judges the rewrite as it would be applied: the loop halts
+        if whole.decision != "patch":
+            return None
+        return _Outcome(_with_finding(whole, note, first=True), raw, resolution)
 
     def _report(self, outcome: _Outcome) -> Report:
         evaluation = outcome.evaluation
@@ -592,11 +634,12 @@ class ContextGuard:
                           findings=tuple(findings), decision=decision)
 
     # --- committing an accepted context (the one place the guard's state moves) ----------------------
-    def _commit(self, evaluation: Evaluation, raw: Any, tools: list[ToolSchema] | None, *,
-                session: bool = False, feed: Evaluation | None = None) -> None:
-        """Advance to `evaluation`'s proposal. The detector is fed the cycle of `feed` (default: the same
-        evaluation): the one the report and its span describe, so that the monitor, fed from spans,
-        stays in step (`semconv.feeds_detector`)."""
+    def _commit(self, evaluation: Evaluation, raw: Any, tools: list[ToolSchema] | None, report: Report, *,
+                session: bool = False, feed: Evaluation | None = None, adopted: bool = False) -> None:
+        """Advance to `evaluation`'s proposal, which `report` describes. The detector is fed the cycle of
+        `feed` (default: the same evaluation): the one the report and its span describe, so that the
+        monitor, fed from spans, stays in step (`semconv.feeds_detector`). The pinned policy follows the
+        context (`_follow_policy`)."""
         change = evaluation.change
         if tools is not None:
             self.registry.activate(tools)
@@ -617,6 +660,8 @@ class ContextGuard:
             self._fp_last_rewrite = state.fp
             self.registry.forget_calls(state.pairs.calls)
         self._after_commit(change.after)
+        if evaluation.rewrite:
+            self._follow_policy(report, adopted)
         if session:
             state.with_boundary(0)
             self.new_episode()
@@ -624,6 +669,21 @@ class ContextGuard:
     def _after_commit(self, messages: tuple[Message, ...]) -> None:
         self.registry.stamp(self._state.pairs)
         self.policy.resolve(messages)  # the first context the guard accepts fixes the policy region
+
+    def _follow_policy(self, report: Report, adopted: bool) -> None:
+        """After a rewrite the guard took on: the pins follow their messages; when the pinned messages
+        changed anyway (an adopted change the model already read, a shadow proposal, a policy edit only
+        warned about) or the change was adopted, the region is pinned again on the context in use, and
+        `report` says so once (record 001: the policy is what the model reads now)."""
+        state = self._state
+        if not adopted and self.policy.follow(state.digests):
+            return
+        if self.policy.repin(state.context.messages):
+            pinned = [s.index for s in self.policy.spans or ()]
+            report.findings.append(Finding(
+                "policy_isolation", f"the pinned policy region is pinned again on the context now in use "
+                f"(messages {pinned}): the change was taken on as made, so its policy messages are the ones "
+                "the model reads from now on", action="warn", details={"spans": pinned}))
 
     def _advance_detector(self, evaluation: Evaluation) -> None:
         """Feed the detector the cycle of `evaluation` if it is one by the rule the monitor feeds its own

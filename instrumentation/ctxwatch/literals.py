@@ -104,7 +104,7 @@ _NON_SPACE_RUN = re.compile(r"\S*")
 CONTAINER_PATTERNS = frozenset({"url", "abs_path", "rel_path", "win_path", "code_span"})
 _MIN_ALNUM = 2
 
-_CACHE_LIMIT = 200_000
+_CACHE_LIMIT = 32_768  # messages (~250 B each): a few MB per guard however long it runs
 
 
 def argument_values(arguments: str) -> list[str]:

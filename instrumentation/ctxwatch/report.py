@@ -87,7 +87,9 @@ class Report:
     residual_pressure: int | None = None
     deferred_id: int | None = None
     resolution: str | None = None   # how a deferred rewrite was settled: "whole_pairs" (applied as whole-pair
-                                    # compaction) or "session_boundary" (applied whole, a new episode begun)
+                                    # compaction), "in_place" (a pruning that only clears consumed tool
+                                    # results, applied as it is) or "session_boundary" (applied whole, a new
+                                    # episode begun)
     shadow: bool = False            # report-only mode: the decision is what the guard would have done
     observed: bool = False          # a change the guard found already made (observe): reported, not refused
     episode: int = 0                # how many times `ContextGuard.new_episode` has started a new one

@@ -239,8 +239,9 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(RESIDUAL_PRESSURE, "int", "report, when the pass cap is reached"),
     AttributeSpec(DEFERRAL_ID, "int", "report, on defer"),
     AttributeSpec(DEFERRAL_RESOLUTION, "string",
-                  "report, when a deferred rewrite was applied as whole_pairs or as a session_boundary"),
-    AttributeSpec(OBSERVED, "boolean", "report, true when the change was found already made (observe); never false"),
+                  "report, when a deferred rewrite was applied as whole_pairs, in_place or as a session_boundary"),
+    AttributeSpec(OBSERVED, "boolean", "report, true when the change was found already made (observe) or is sent "
+                  "as made (adopt); never false"),
     AttributeSpec(SHADOW, "boolean", "report, true in shadow (report-only) mode: the decision is what the guard "
                   "would have done, the caller's context was used unchanged; never false"),
     AttributeSpec(_G.conversation_compacted, "boolean", "report, true on an applied compact/prune; never false"),

@@ -153,3 +153,54 @@ def test_each_answer_carries_the_apis_cache_figures_and_a_server_edit_what_it_in
     cleared_at = len(api.cache_reads) - 1
     assert api.cache_reads[cleared_at] < api.cache_reads[cleared_at - 1]
     assert all(a[semconv.CACHE_INVALIDATED_CHARS] == 0 for a in noted)  # appends invalidate nothing
+
+
+def summarize(messages: list) -> list:
+    """docs/guard.md's summarizer, run by the client on its own list (no guard.apply)."""
+    cut = int(len(messages) * 0.6)
+    while cut < len(messages) and messages[cut]["role"] != "assistant":
+        cut += 1
+    results = [b["content"] for m in messages[:cut] if isinstance(m["content"], list) for b in m["content"]
+               if b["type"] == "tool_result"]
+    return [{"role": "user", "content": "Earlier: " + "; ".join(results)}] + messages[cut:]
+
+
+def test_a_client_side_compaction_is_one_span_taken_on_as_sent_not_a_deferral(capture) -> None:
+    """Review D5: the client compacts its own history after appending the tool results and calls create.
+    The request goes as made, so the guard takes the edit on once, before it leaves: one span per edit,
+    no deferral queued, no barrier finding for results the same request carries, and the answer is then
+    an append on top of what was sent."""
+    tasks = 24
+    script = []
+    for t in range(tasks):
+        script += [[{"type": "tool_use", "id": f"toolu_{t:02d}", "name": "lookup", "input": {"order": f"A{t}"}}],
+                   [{"type": "text", "text": f"Order A{t} shipped."}]]
+    api = FakeAnthropicAPI(script)
+    guard = ContextGuard("anthropic-client-compaction", telemetry=capture.telemetry)
+    messages_api = guarded_messages(api.client().messages, guard)
+    messages: list = []
+    edits = 0
+    for t in range(tasks):
+        messages.append({"role": "user", "content": f"Where is order A{t}?"})
+        while True:
+            reply = messages_api.create(model="claude-test", max_tokens=256, messages=messages, tools=TOOLS)
+            messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
+            uses = [b for b in reply.content if b.type == "tool_use"]
+            if not uses:
+                break
+            messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": u.id, "content": f"shipped, tracking TRK-{t}"} for u in uses]})
+            if len(messages) > 12:
+                messages = summarize(messages)
+                edits += 1
+    spans = capture.spans()
+    assert edits > 3 and len(spans) == edits
+    for span in spans:
+        attributes = span.attributes
+        assert attributes[semconv.DECISION] == "patch" and attributes[semconv.OBSERVED] is True
+        assert semconv.DEFERRAL_ID not in attributes
+        found = tuple(attributes[semconv.VIOLATIONS]) + tuple(attributes.get(semconv.WARNINGS, ()))
+        assert "barrier" not in found, found
+    assert len(guard.deferred) == 0
+    assert [m["content"] for m in guard.messages] == [m["content"] for m in messages]
+    assert api.requests[-1]["messages"] == messages[:-1]  # sent as the client made it

@@ -143,20 +143,37 @@ def test_a_deferred_summary_becomes_whole_pair_compaction_with_an_elision_marker
     assert state[-1] == ("AIMessage", "All shipped.")
 
 
-def test_request_level_tool_use_clearing_is_one_prune_span_per_newly_cleared_result(capture) -> None:
-    guard = trusting_guard(capture, "lc-clear")
-    clearing = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=0, keep=2)],
+def run_clearing_as_without_the_guard(guard: ContextGuard) -> list:
+    """Run the agent with tool-use clearing through `guard`; the model reads what it reads without the
+    guard (asserted), and the final state is returned."""
+    def clearing() -> ContextEditingMiddleware:
+        return ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=0, keep=2)],
                                         token_counter=lambda messages: len(messages))
-    plain_model, plain_state = run([ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=0, keep=2)],
-                                                             token_counter=lambda messages: len(messages))])
-    model, state = run(guard_middleware(guard, clearing))
+    plain_model, plain_state = run([clearing()])
+    model, state = run(guard_middleware(guard, clearing()))
     assert model.seen == plain_model.seen and state == plain_state
+    return state
+
+
+def test_request_level_tool_use_clearing_is_one_prune_span_per_newly_cleared_result(capture) -> None:
+    state = run_clearing_as_without_the_guard(trusting_guard(capture, "lc-clear"))
     # results 0 and 1 are cleared when the 3rd and 4th arrive: two edits of what the model reads
     assert capture.summary() == [("ctxwatch prune", "patch"), ("ctxwatch prune", "patch")]
     # each clearing drops one TRK literal of tool output: warned, and no downstream literal (docs/alarm.md)
     assert [("literal_loss" in s.attributes[semconv.WARNINGS], s.attributes[semconv.LITERALS_LOST])
             for s in capture.spans()] == [(True, 0), (True, 0)]
     assert "TRK-1000" in str(state)  # the state keeps the full results; only the request was edited
+
+
+def test_tool_use_clearing_of_consumed_results_reaches_the_model_under_the_default_guard(capture) -> None:
+    """Review D6: the default guard (prefix identity deferred) applies a clearing of consumed tool results
+    in place as it is — every pair whole, nothing unread touched — so the model reads what it would
+    without the guard, one prune span per edit, settled in place."""
+    guard = ContextGuard("lc-clear-default", telemetry=capture.telemetry)
+    run_clearing_as_without_the_guard(guard)
+    assert capture.summary() == [("ctxwatch prune", "patch"), ("ctxwatch prune", "patch")]
+    assert [s.attributes[semconv.DEFERRAL_RESOLUTION] for s in capture.spans()] == ["in_place", "in_place"]
+    assert len(guard.deferred) == 0
 
 
 class DropFirstToolResult(AgentMiddleware):

@@ -173,3 +173,20 @@ def test_each_models_cached_tokens_ride_on_the_append_of_its_turn(capture) -> No
     assert sum(reads) == cached * len(model.calls) == cached * 3  # three model calls, each counted once
     assert sum(s.attributes.get(semconv.CACHE_CREATION_TOKENS, 0) for s in capture.appends()) == 16 * 3
     assert capture.summary() == []  # still no context edit
+
+
+def test_replacing_the_history_with_its_tool_outputs_cleared_is_applied_under_the_default_guard(capture) -> None:
+    """Review D6: `replace_items` with the consumed tool output cleared in place (pairs whole, nothing unread
+    touched) is applied as it is by the default guard and reported as replaced."""
+    async def scenario():
+        session = GuardedSession(SQLiteSession("clear"), ContextGuard("oa-clear", telemetry=capture.telemetry))
+        await session.add_items(ITEMS + [{"role": "assistant", "content": "A1 has shipped."}])
+        stored = await session.get_items()
+        cleared = [dict(item, output="[cleared]") if item.get("type") == "function_call_output" else item
+                   for item in stored]
+        return await session.replace_items(cleared, kind="prune"), cleared, await session.get_items()
+
+    replaced, cleared, after = asyncio.run(scenario())
+    assert replaced and after == cleared
+    assert capture.summary() == [("ctxwatch prune", "patch")]
+    assert capture.spans()[0].attributes[semconv.DEFERRAL_RESOLUTION] == "in_place"

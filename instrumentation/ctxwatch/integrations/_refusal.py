@@ -1,7 +1,8 @@
 """What an integration does with the guard's decision on a framework's edit.
 
 The guard decides; the integration carries it out in the framework's terms. ``patch``: the edit
-stands. ``defer``: what `ContextGuard.resolve` settles on (by default, for compactions and pruning, the
+stands (also when the guard settled it as it is: a pruning that clears consumed tool results in
+place). ``defer``: what `ContextGuard.resolve` settles on (by default, for compactions and pruning, the
 guard's whole-pair compaction of the edit with its elision marker, in the same attempt; for other
 edits the current context, the edit queued for the next session boundary).
 ``abort`` / ``halt``: the guard's current context stays and, with ``on_refusal="raise"``, the
@@ -23,7 +24,7 @@ def settle(guard: ContextGuard, proposal: Any, **options: Any) -> tuple[Report, 
     """Check an edit the framework made: ``(report, kept)`` where `kept` is None when the edit stands
     (patch), else the context to use instead, in the caller's format (see `ContextGuard.resolve`)."""
     report, context = guard.resolve(proposal, **options)
-    edit_stands = report.shadow or (report.decision == "patch" and report.resolution is None)
+    edit_stands = report.shadow or (report.decision == "patch" and report.resolution in (None, "in_place"))
     return report, None if edit_stands else context
 
 

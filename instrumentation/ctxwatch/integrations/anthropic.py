@@ -25,7 +25,11 @@ Client-side edits are checked before the request leaves: a history that is not t
 plus new turns is checked by the guard, and an abort (an orphaned ``tool_use`` / ``tool_result``,
 which the API would answer with a 400 invalid_request_error) raises the typed error with
 ``on_refusal="raise"`` (default); ``"keep"`` only reports it (the request goes as the client made it;
-the guard keeps its own context). Streaming responses are not recorded by
+the guard keeps its own context). Any other edit goes out as the client made it, so the guard takes
+it on there and then (`ContextGuard.adopt`): one span per client-side edit, decision patch,
+observed — a compaction of consumed turns is reported (``prefix_identity``), not deferred, since the
+wrapper does not change the request and the model reads the edit as made. Tool results appended
+before the edit count as appended first. Streaming responses are not recorded by
 the wrapper: pass the final message to `ContextRecorder.record` yourself.
 """
 
@@ -101,8 +105,8 @@ class ContextRecorder:
             self.guard.observe(view, boundary=self.guard.context.boundary)
         elif not self._history:
             self.guard.observe(view, boundary=0)
-        else:
-            raise_refusal(self.guard.check(view), self.on_refusal)
+        else:  # a client-side edit: sent as made unless refused
+            raise_refusal(self.guard.adopt(view), self.on_refusal)
         self._history = messages
 
     def record(self, request: Mapping[str, Any], response: Any) -> None:

@@ -6,8 +6,13 @@ that compacts its own compaction again and again is stopped at the cap.
 
 The policy region is declared when the guard is made (message ids, or a predicate over
 (index, message)) and resolved on the first context the guard observes; from then on it is
-fixed. Every pinned message must survive every rewrite byte for byte, in the same order, at its
-place (it may shift only by what was removed or added before it). A payload edit that removes
+fixed for the episode. Every pinned message must survive every rewrite byte for byte, in the same
+order, at its place (it may shift only by what was removed or added before it); after an accepted
+rewrite the pins follow their messages to their new places (`follow`). The region is pinned again
+(`repin`: the selector applied to the context in use) when the guard takes on a context whose
+pinned messages changed anyway — a change the model already read (`observe` adopts it), a shadow
+proposal, a policy edit enforced only as a warning — and at every new episode: what the model reads
+now is the policy from then on. A payload edit that removes
 the last copy outside the policy of a symbol a pinned message names (the ticket the policy
 protects, the path it forbids) is a policy edit in disguise and is refused too.
 
@@ -52,14 +57,45 @@ class PolicyRegion:
         """Pin the policy messages of the first non-empty context (once; later calls do nothing)."""
         if self.spans is not None or self._selector is None or not messages:
             return
+        self._pin(messages, self._chosen(messages, strict=True))
+
+    def repin(self, messages: Sequence[Message]) -> bool:
+        """Pin the policy messages of `messages` afresh (ids no longer present are dropped from the
+        region); True when the pinned messages changed. Before the first resolution, as `resolve`."""
+        if self.spans is None or self._selector is None:
+            self.resolve(messages)
+            return False
+        before = [(s.digest, s.message_id) for s in self.spans]
+        self._pin(messages, self._chosen(messages, strict=False))
+        return [(s.digest, s.message_id) for s in self.spans] != before
+
+    def follow(self, digests: Sequence[int]) -> bool:
+        """Move the pins to where their messages are in the accepted context `digests` (in order);
+        False, leaving them as they were, when a pinned message is no longer there (`repin` then)."""
+        if not self.spans:
+            return True
+        moved, start = [], 0
+        for span in self.spans:
+            try:
+                j = digests.index(span.digest, start)
+            except ValueError:
+                return False
+            moved.append(PinnedSpan(j, span.digest, span.message_id))
+            start = j + 1
+        self.spans = tuple(moved)
+        return True
+
+    def _chosen(self, messages: Sequence[Message], *, strict: bool) -> list[int]:
         if callable(self._selector):
-            chosen = [i for i, m in enumerate(messages) if self._selector(i, m)]
-        else:
-            ids = set(self._selector)
-            chosen = [i for i, m in enumerate(messages) if m.id in ids]
-            missing = ids - {messages[i].id for i in chosen}
-            if missing:
-                raise ValueError(f"policy ids {sorted(missing)} name no message of the observed context")
+            return [i for i, m in enumerate(messages) if self._selector(i, m)]
+        ids = set(self._selector)  # type: ignore[arg-type]
+        chosen = [i for i, m in enumerate(messages) if m.id in ids]
+        missing = ids - {messages[i].id for i in chosen}
+        if missing and strict:
+            raise ValueError(f"policy ids {sorted(missing)} name no message of the observed context")
+        return chosen
+
+    def _pin(self, messages: Sequence[Message], chosen: list[int]) -> None:
         self.spans = tuple(PinnedSpan(i, messages[i].digest, messages[i].id) for i in chosen)
         counts: dict[str, int] = {}
         for i in chosen:

@@ -30,9 +30,10 @@ def check_prefix(change: Change, allowed: bool = False) -> list[Finding]:
     return [Finding(
         "prefix_identity",
         f"the rewrite alters the consumed prefix (messages 0..{boundary - 1}; first difference at message "
-        f"{change.prefix_len}); the model generated its last turn from the old prefix. Deferred to the next "
-        "session boundary (guard.session_boundary()), or settled at once by the guard's deferral mode "
-        "(resolve/apply: whole-pair compaction by default for compact and prune).",
+        f"{change.prefix_len}); the model generated its last turn from the old prefix. Such a rewrite waits for "
+        "the next session boundary (guard.session_boundary()) unless resolve/apply can settle it at once by "
+        "the guard's deferral mode (the report's resolution then says how; a prefix_identity warning says why "
+        "not).",
         action="defer", details=details,
     )]
 
