@@ -341,15 +341,17 @@ class ContextGuard:
     # --- deferral and episodes ---------------------------------------------------------------------
     def session_boundary(self) -> Report | None:
         """The next model call starts a fresh session (nothing consumed) and a new episode: apply the
-        latest deferred rewrite, rebased on what was appended since it was proposed. Returns its report,
-        if any."""
-        entry = self.deferred.take_latest(self._state.digests)
+        latest deferred rewrite, rebased on what was appended since it was proposed (turns appended to
+        the caller's list since the last `observe` included). Returns its report, if any. The context to
+        use from then on is `messages`: ``guard.session_boundary(); messages = guard.messages``."""
+        current = self._grown(self._state, self._callers.appended()) or self._state
+        entry = self.deferred.take_latest(current.digests)
         self._state.with_boundary(0)
         self.new_episode()
         if entry is None:
             return None
-        rebased_model = entry.rebase(self._state.context.messages)
-        rebased_raw = self.bridge.to_caller(rebased_model, self._state.raw)
+        rebased_model = entry.rebase(current.context.messages)
+        rebased_raw = self.bridge.to_caller(rebased_model, current.raw)
         return self._attempt(rebased_model, rebased_raw, kind=entry.kind, tools=entry.tools, rendered=None,
                              adopt=False)[0]
 
