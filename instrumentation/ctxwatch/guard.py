@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -58,6 +57,7 @@ from .invariants.prefix import check_prefix, check_rerender, check_unread_tail
 from .invariants.schemas import SchemaRegistry, check_schemas
 from .kinds import classify
 from .literals import LiteralRegistry
+from .loop_ids import default_loop_id
 from .model import SYSTEM_ROLES, Context, Message, TextPart, ToolSchema
 from .provenance import ProvenanceLog
 from .report import MUTATION_KINDS, Finding, Report
@@ -93,7 +93,8 @@ class ContextGuard:
     """Guards one agent loop's context window. See the module docstring and README.
 
     Parameters (all keyword-only but `loop_id`):
-      loop_id: identifies the loop in telemetry and the monitor (a random id when omitted).
+      loop_id: identifies the loop in telemetry and the monitor; when omitted, the process's loop id on
+        the resource (`ctxwatch.loop_ids`), else a random one.
       agent / service / conversation_id: reported in telemetry (conversation id only when real).
       format: the message format ("openai_chat", "openai_responses", "anthropic", "langchain",
         "ctxwatch"); detected from the first input when omitted.
@@ -120,10 +121,10 @@ class ContextGuard:
         if config is not None and keywords != GuardConfig():
             raise ValueError("give the guard's settings either as config=GuardConfig(...) or as keywords, not both")
         self.config = config or keywords
-        self.loop_id = loop_id or uuid.uuid4().hex
-        self.agent, self.service, self.conversation_id = agent, service, conversation_id
         self.literals = literals or LiteralRegistry()
         self.telemetry = telemetry if telemetry is not None else _default_telemetry()
+        self.loop_id = loop_id or default_loop_id(self.telemetry.tracer_provider)
+        self.agent, self.service, self.conversation_id = agent, service, conversation_id
 
         self.bridge = FormatBridge(format)
         self.registry = SchemaRegistry()
