@@ -478,10 +478,13 @@ class ContextGuard:
         grew (a caller that builds a new list), they are inferred from the proposal (`_inferred_tail`).
         The guard's own state is never modified here."""
         state = self._state
-        grown = self._grown(state, self._callers.appended())
-        if grown is not None:
-            digests = [m.digest for m in proposed]
-            return state if digests[: len(grown.digests)] == grown.digests else grown  # an append: as it is
+        appended = self._callers.appended()
+        tail = self._as_messages(appended)
+        if tail:
+            known = [*state.digests, *(m.digest for m in tail)]
+            if [m.digest for m in proposed[: len(known)]] == known:
+                return state  # the proposal extends the caller's list: an append, evaluated as it is
+            return self._grown(state, appended) or state
         return self._grown(state, self._inferred_tail(proposed, raw)) or state
 
     def _inferred_tail(self, proposed: tuple[Message, ...], raw: Any) -> list[Any]:
@@ -503,11 +506,8 @@ class ContextGuard:
     def _grown(self, state: ConsumedState, appended: list[Any]) -> ConsumedState | None:
         """A copy of `state` with the caller's objects `appended` taken as appended (None: nothing to add,
         or objects that are not messages of the guard's format)."""
-        if not appended:
-            return None
-        try:
-            tail = self.bridge.to_model(appended)
-        except (InvalidContextError, ValueError, TypeError):
+        tail = self._as_messages(appended)
+        if not tail:
             return None
         base = state.copy()
         growth = Change.between(state.context, state.context.messages + tail, "append", state.digests)
@@ -515,6 +515,16 @@ class ContextGuard:
                      literals=self._literal_upkeep, track_fingerprint=self.config.tracks_fingerprint)
         base.unobserved = len(tail)
         return base
+
+    def _as_messages(self, items: list[Any]) -> tuple[Message, ...]:
+        """The caller's objects `items` as messages (converted once: the adapters cache them by identity);
+        () when there are none or they are not messages of the guard's format."""
+        if not items:
+            return ()
+        try:
+            return self.bridge.to_model(items)
+        except (InvalidContextError, ValueError, TypeError):
+            return ()
 
     @property
     def _known_items(self) -> int:
