@@ -22,34 +22,34 @@ def _items(context: Any) -> list[Any] | None:
 
 
 class CallerLists:
-    """The caller's lists whose first `known` items are the guard's context, newest last (bounded)."""
+    """The caller's lists whose first `known` items are the guard's context: the ones the context was
+    set from (kept until it changes) and, newest last, a bounded few handed back since."""
 
     def __init__(self, limit: int = 4) -> None:
-        self._lists: list[tuple[list[Any], tuple[Any, ...], int]] = []
+        self._committed: list[tuple[list[Any], tuple[Any, ...], int]] = []
+        self._handed: list[tuple[list[Any], tuple[Any, ...], int]] = []
         self.limit = limit
 
     def reset(self, *contexts: Any) -> None:
         """The guard's context is now exactly each of `contexts` (what it committed, as the caller has it)."""
-        self._lists.clear()
-        for context in contexts:
-            items = _items(context)
-            if items is not None:
-                self.add(context, len(items))
+        self._handed.clear()
+        self._committed = [(items, tuple(items), len(items)) for items in map(_items, contexts) if items is not None]
 
     def add(self, context: Any, known: int) -> None:
         """`context` was handed to the caller: its first `known` items are the guard's context, any
-        items after them turns the guard has not observed."""
+        items after them turns the guard has not observed. Many hand-backs (`guard.messages` read in a
+        loop) push out older hand-backs only, never the list the context was set from."""
         items = _items(context)
-        if items is None or any(items is held for held, _, _ in self._lists):
+        if items is None or any(items is held for held, _, _ in (*self._committed, *self._handed)):
             return
-        self._lists.append((items, tuple(items), known))
-        del self._lists[: max(0, len(self._lists) - self.limit)]
+        self._handed.append((items, tuple(items), known))
+        del self._handed[: max(0, len(self._handed) - self.limit)]
 
     def appended(self) -> list[Any]:
         """The caller's objects after the guard's context in the newest list that still holds every item
         it held when the guard saw it (the same objects, in place) and holds more after the known ones;
         [] when no list grew."""
-        for items, held, known in reversed(self._lists):
+        for items, held, known in reversed([*self._committed, *self._handed]):
             if len(items) > known and len(items) >= len(held) and all(map(is_, items, held)):
                 return items[known:]
         return []

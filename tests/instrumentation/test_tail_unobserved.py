@@ -207,3 +207,14 @@ def test_appended_turns_come_back_at_the_end_and_the_decision_is_as_if_observed(
         patched, waiting = (report, alike) if report.decision == "patch" else (alike, report)
         assert (fmt, patched.resolution, waiting.decision) == ("anthropic", "whole_pairs", "defer"), report.explain()
         assert "whole-pair compaction was not possible" in waiting.explain()
+
+
+def test_reading_guard_messages_often_never_hides_the_list_that_was_observed():
+    guard = ContextGuard("many-reads", format="openai_chat")
+    messages = order_history()
+    guard.observe(messages)
+    for _ in range(10):
+        assert guard.messages == messages  # each read hands back a new list
+    messages += copy.deepcopy(UNREAD)
+    report, context = guard.resolve(messages[:5] + messages[6:], kind="prune")
+    assert report.decision == "patch" and context[-2:] == UNREAD, report.explain()
