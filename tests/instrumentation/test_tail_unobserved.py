@@ -218,3 +218,33 @@ def test_reading_guard_messages_often_never_hides_the_list_that_was_observed():
     messages += copy.deepcopy(UNREAD)
     report, context = guard.resolve(messages[:5] + messages[6:], kind="prune")
     assert report.decision == "patch" and context[-2:] == UNREAD, report.explain()
+
+
+def responses_history() -> tuple[list, list]:
+    items = [{"role": "developer", "content": "be brief"}, {"role": "user", "content": "find ORD-1"},
+             {"type": "function_call", "call_id": "c1", "name": "find", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "c1", "output": "in 1.json"},
+             {"role": "assistant", "content": "Found it."}, {"role": "user", "content": "cancel it"}]
+    return items, [{"type": "function_call", "call_id": "c2", "name": "cancel", "arguments": "{}"},
+                   {"type": "function_call_output", "call_id": "c2", "output": "cancelled"}]
+
+
+def langchain_history() -> tuple[list, list]:
+    messages = pytest.importorskip("langchain_core.messages")
+    history = [messages.SystemMessage("s"), messages.HumanMessage("find ORD-1"),
+               messages.AIMessage("", tool_calls=[{"id": "c1", "name": "find", "args": {}}]),
+               messages.ToolMessage("in 1.json", tool_call_id="c1"), messages.AIMessage("Found it."),
+               messages.HumanMessage("cancel it")]
+    return history, [messages.AIMessage("", tool_calls=[{"id": "c2", "name": "cancel", "args": {}}]),
+                     messages.ToolMessage("cancelled", tool_call_id="c2")]
+
+
+@pytest.mark.parametrize(("fmt", "history"), [("openai_responses", responses_history),
+                                              ("langchain", langchain_history)])
+def test_d10_dropping_the_last_observed_message_keeps_the_unread_pair_in_every_format(fmt, history):
+    observed, unread = history()
+    guard = ContextGuard(f"d10-{fmt}", format=fmt)
+    guard.observe(observed)
+    observed += unread
+    report, context = guard.resolve(observed[:5] + observed[6:], kind="prune")
+    assert (report.decision, report.resolution) == ("patch", "whole_pairs") and context[-2:] == unread
