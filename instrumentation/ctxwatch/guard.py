@@ -15,8 +15,10 @@ Every report says what the change the agent now uses invalidates of the provider
 since the guard's last span (`note_provider_cache`).
 
 Turns the caller appended after its last `observe()` and before proposing a rewrite (a tool call
-and its result, appended before compacting) are taken as appended first: the rewrite is evaluated
-on top of them, a conversion keeps them verbatim, and a refusal hands them back.
+and its result, appended before compacting) are found by position in the list it extended
+(`ctxwatch.unobserved`) and taken as appended first: the rewrite is evaluated on top of them, a
+conversion keeps them verbatim, a refusal and `messages` hand them back, and a proposal that does
+not end with them is settled like a rewrite of the consumed prefix.
 
 Checks fail closed: an exception inside a check becomes an aborting finding for that invariant.
 Telemetry fails open: it is observed through `MutationTelemetry`, which never raises.
@@ -27,7 +29,6 @@ from __future__ import annotations
 import functools
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -52,15 +53,17 @@ from .invariants.order import check_order
 from .invariants.pairing import check_pairing, index_pairs, introduced_orphans, strict_for
 from .invariants.plan import Plan, check_barrier, check_plan, pin_lines
 from .invariants.policy import PolicyRegion, PolicySelector, check_pass_cap
-from .invariants.prefix import check_prefix, check_rerender
+from .invariants.prefix import check_prefix, check_rerender, check_unread_tail
 from .invariants.schemas import SchemaRegistry, check_schemas
 from .kinds import classify
 from .literals import LiteralRegistry
+from .loop_ids import default_loop_id
 from .model import SYSTEM_ROLES, Context, Message, TextPart, ToolSchema
 from .provenance import ProvenanceLog
 from .report import MUTATION_KINDS, Finding, Report
 from .state import ConsumedState
 from .telemetry import MutationTelemetry
+from .unobserved import CallerLists
 
 log = logging.getLogger("ctxwatch")
 
@@ -90,7 +93,8 @@ class ContextGuard:
     """Guards one agent loop's context window. See the module docstring and README.
 
     Parameters (all keyword-only but `loop_id`):
-      loop_id: identifies the loop in telemetry and the monitor (a random id when omitted).
+      loop_id: identifies the loop in telemetry and the monitor; when omitted, the process's loop id on
+        the resource (`ctxwatch.loop_ids`), else a random one.
       agent / service / conversation_id: reported in telemetry (conversation id only when real).
       agent_version: the agent's version, reported in telemetry (a bounded metric label, docs/telemetry.md).
       format: the message format ("openai_chat", "openai_responses", "anthropic", "langchain",
@@ -119,11 +123,11 @@ class ContextGuard:
         if config is not None and keywords != GuardConfig():
             raise ValueError("give the guard's settings either as config=GuardConfig(...) or as keywords, not both")
         self.config = config or keywords
-        self.loop_id = loop_id or uuid.uuid4().hex
-        self.agent, self.service, self.conversation_id = agent, service, conversation_id
-        self.agent_version = agent_version
         self.literals = literals or LiteralRegistry()
         self.telemetry = telemetry if telemetry is not None else _default_telemetry()
+        self.loop_id = loop_id or default_loop_id(self.telemetry.tracer_provider)
+        self.agent, self.service, self.conversation_id = agent, service, conversation_id
+        self.agent_version = agent_version
 
         self.bridge = FormatBridge(format)
         self.registry = SchemaRegistry()
@@ -136,6 +140,7 @@ class ContextGuard:
         self.detector = ContractionDetector(self.config.detector)
         self._fingerprinter = Fingerprinter()
         self._state = ConsumedState(self._fingerprinter.buffer(()))
+        self._callers = CallerLists()  # the caller's lists the guard's context is the start of
         self._fp_last_rewrite: Any = None
         self._in_flight: list[str] = []
         self.passes_used = 0
@@ -165,10 +170,14 @@ class ContextGuard:
 
     @property
     def messages(self) -> Any:
-        """The current context in the caller's format and shape (a list, or an Anthropic request dict).
+        """The current context in the caller's format and shape (a list, or an Anthropic request dict),
+        with the turns the caller appended since (to the list it observed or was handed back) at the end.
         Objects the caller edited in place after the guard checked them are replaced by the guard's
         rendering of the checked message (the guard keeps its own immutable copy)."""
-        return self._checked(self._state)
+        state = self._state
+        context = self._checked(self._grown(state, self._callers.appended()) or state)
+        self._callers.add(context, self._known_items)
+        return context
 
     @property
     def pending_calls(self) -> set[str]:
@@ -205,6 +214,7 @@ class ContextGuard:
             self._record_append(change, messages)
         state = self._state
         state.with_boundary(len(proposed) if boundary is None else boundary, rendered)
+        self._callers.reset(messages)
         return report
 
     def _record_append(self, change: Change, raw: Any) -> None:
@@ -350,15 +360,17 @@ class ContextGuard:
     # --- deferral and episodes ---------------------------------------------------------------------
     def session_boundary(self) -> Report | None:
         """The next model call starts a fresh session (nothing consumed) and a new episode: apply the
-        latest deferred rewrite, rebased on what was appended since it was proposed. Returns its report,
-        if any."""
-        entry = self.deferred.take_latest(self._state.digests)
+        latest deferred rewrite, rebased on what was appended since it was proposed (turns appended to
+        the caller's list since the last `observe` included). Returns its report, if any. The context to
+        use from then on is `messages`: ``guard.session_boundary(); messages = guard.messages``."""
+        current = self._grown(self._state, self._callers.appended()) or self._state
+        entry = self.deferred.take_latest(current.digests)
         self._state.with_boundary(0)
         self.new_episode()
         if entry is None:
             return None
-        rebased_model = entry.rebase(self._state.context.messages)
-        rebased_raw = self.bridge.to_caller(rebased_model, self._state.raw)
+        rebased_model = entry.rebase(current.context.messages)
+        rebased_raw = self.bridge.to_caller(rebased_model, current.raw)
         return self._attempt(rebased_model, rebased_raw, kind=entry.kind, tools=entry.tools, rendered=None,
                              adopt=False)[0]
 
@@ -448,6 +460,7 @@ class ContextGuard:
             else:
                 applied = outcome.evaluation.change if report.decision == "patch" else None
                 context = self._carry_out(outcome, report, kind, tools)
+            self._note_handed_back(report, context, raw if outcome.raw is raw else None, adopt or not settle)
             self._with_costs(report, applied)
         except BaseException as exc:
             handle.fail(exc)
@@ -455,6 +468,15 @@ class ContextGuard:
         report.duration_s = time.perf_counter() - started
         handle.end(report)
         return report, context
+
+    def _note_handed_back(self, report: Report, context: Any, proposal: Any, kept: bool) -> None:
+        """Remember the lists the caller may extend next: on a commit, the context handed back and the
+        proposal it stands for; otherwise the context handed back, unless the caller `kept` its own
+        (observe() names the caller's list itself; check() hands nothing back)."""
+        if report.decision == "patch" or report.shadow:
+            self._callers.reset(context, *([] if proposal is None else [proposal]))
+        elif not kept:
+            self._callers.add(context, self._known_items)
 
     def _carry_out(self, outcome: _Outcome, report: Report, kind: str, tools: list[ToolSchema] | None) -> Any:
         """Do what the decision says; return the context the agent should use."""
@@ -472,27 +494,67 @@ class ContextGuard:
         return self._checked(evaluation.base)
 
     def _with_unobserved_tail(self, proposed: tuple[Message, ...], raw: Any) -> ConsumedState:
-        """The state to evaluate against: the guard's, plus the turns the proposal carries after the last
-        message the guard knows (appended since the last `observe`), as if they had been observed. The
-        guard's own state is never modified here."""
+        """The state to evaluate against: the guard's, plus the turns the caller appended since the guard
+        last saw its context, as if they had been observed (`unobserved` counts them, and the proposal must
+        end with them verbatim: `check_unread_tail`). They are the items after the known ones in the list
+        the caller extended (`CallerLists`: by position, duplicates and all). When no list the guard saw
+        grew (a caller that builds a new list), they are inferred from the proposal (`_inferred_tail`).
+        The guard's own state is never modified here."""
         state = self._state
-        known = state.digests
+        appended = self._callers.appended()
+        tail = self._as_messages(appended)
+        if tail:
+            known = [*state.digests, *(m.digest for m in tail)]
+            if [m.digest for m in proposed[: len(known)]] == known:
+                return state  # the proposal extends the caller's list: an append, evaluated as it is
+            return self._grown(state, appended) or state
+        return self._grown(state, self._inferred_tail(proposed, raw)) or state
+
+    def _inferred_tail(self, proposed: tuple[Message, ...], raw: Any) -> list[Any]:
+        """The caller's objects the proposal carries after the last message the guard knows, when the
+        guard cannot see the list the caller extended: only if that message is there and nothing after
+        it repeats a message of the guard's context (else nothing: the guess could reorder the context)."""
+        known = self._state.digests
         if not known or not proposed or proposed[-1].digest == known[-1]:
-            return state  # the common case: the proposal ends where the guard's context does
+            return []  # the common case: the proposal ends where the guard's context does
         digests = [m.digest for m in proposed]
         if digests[: len(known)] == known or known[-1] not in digests:
-            return state
+            return []
         last = len(digests) - 1 - digests[::-1].index(known[-1])
-        tail = proposed[last + 1:]
         seen = set(known)
-        if not tail or any(d in seen for d in digests[last + 1:]):
-            return state
+        if any(d in seen for d in digests[last + 1:]):
+            return []
+        return tail_items(raw, len(digests) - last - 1)
+
+    def _grown(self, state: ConsumedState, appended: list[Any]) -> ConsumedState | None:
+        """A copy of `state` with the caller's objects `appended` taken as appended (None: nothing to add,
+        or objects that are not messages of the guard's format)."""
+        tail = self._as_messages(appended)
+        if not tail:
+            return None
         base = state.copy()
-        grown = state.context.messages + tail
-        growth = Change.between(state.context, grown, "append", state.digests)
-        base.advance(growth, extended(state.raw, tail_items(raw, len(tail))), rewrite=False, strict=self._strict,
+        growth = Change.between(state.context, state.context.messages + tail, "append", state.digests)
+        base.advance(growth, extended(state.raw, appended), rewrite=False, strict=self._strict,
                      literals=self._literal_upkeep, track_fingerprint=self.config.tracks_fingerprint)
+        base.unobserved = len(tail)
         return base
+
+    def _as_messages(self, items: list[Any]) -> tuple[Message, ...]:
+        """The caller's objects `items` as messages (converted once: the adapters cache them by identity);
+        () when there are none or they are not messages of the guard's format."""
+        if not items:
+            return ()
+        try:
+            return self.bridge.to_model(items)
+        except (InvalidContextError, ValueError, TypeError):
+            return ()
+
+    @property
+    def _known_items(self) -> int:
+        """How many of the caller's objects the guard's context is (a request dict's messages)."""
+        raw = self._state.raw
+        items = raw.get("messages", ()) if isinstance(raw, dict) else raw
+        return len(items)
 
     def _settle(self, evaluation: Evaluation, raw: Any, deferral: str, tools: list[ToolSchema] | None
                 ) -> _Outcome | None:
@@ -586,7 +648,8 @@ class ContextGuard:
             nonlocal pressure
             found, pressure = check_pass_cap(base.rewrites_since_turn, config.pass_cap, base.size, config.budget)
             return found
-        run("prefix_identity", lambda: check_prefix(change, prefix_change_allowed))
+        run("prefix_identity", lambda: check_prefix(change, prefix_change_allowed)
+            + check_unread_tail(change, base.unobserved))
         run("rerender", lambda: check_rerender(change, base.rendered, rendered))
         run("tool_pairing", lambda: check_pairing(base.pairs, pairs_after))
         run("schema_version", lambda: check_schemas(self.registry, tools, pairs_after))

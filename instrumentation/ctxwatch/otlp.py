@@ -40,6 +40,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from . import semconv
+from .loop_ids import set_process_loop_id
 from .telemetry.failures import record_failure
 from .telemetry.metrics import instruments_for
 from .version import VERSION
@@ -276,10 +277,12 @@ def _adopt(provider: Any, set_global: Callable[[Any], None], get_global: Callabl
 def install(*, shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S, **options: Any) -> OtlpPipeline:
     """Build the OTLP pipeline for each signal the application has no provider for, and make it global.
 
-    Providers the application already set are never replaced (that signal is then not built).
+    Providers the application already set are never replaced (that signal is then not built); a
+    `loop_id` is then still the one guards that name none report (`ctxwatch.loop_ids`).
     The pipeline is shut down at interpreter exit within `shutdown_timeout_s`. Takes `build`'s
     keyword options.
     """
+    set_process_loop_id(options.get("loop_id"))  # guards naming no loop id use it, whoever set the provider
     with_traces = options.pop("with_traces", True) and _is_default_tracer_provider()
     with_metrics = options.pop("with_metrics", True) and _is_default_meter_provider()
     pipeline = build(with_traces=with_traces, with_metrics=with_metrics, **options)

@@ -5,7 +5,7 @@ shape), the tool pairs, the symbol mentions, the literal counts, the size, the b
 the consumed rendering, and how many rewrites were applied since the last new turn. `advance` is
 the one method that moves it to the context an accepted change produces; `copy` gives an
 independent state to evaluate against (the current one plus turns the caller appended without
-observing them) without touching the guard's.
+observing them) without touching the guard's; such a state counts those turns in `unobserved`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def is_new_turn(message: Message) -> bool:
 
 class ConsumedState:
     __slots__ = ("context", "digests", "raw", "pairs", "symbols", "literal_counts", "size", "fp", "rendered",
-                 "rewrites_since_turn")
+                 "rewrites_since_turn", "unobserved")
 
     def __init__(self, fp: BufferFingerprint) -> None:
         self.context = Context((), 0)
@@ -43,6 +43,7 @@ class ConsumedState:
         self.fp = fp
         self.rendered: Any = None
         self.rewrites_since_turn = 0
+        self.unobserved = 0  # trailing turns appended without being observed (only on an evaluation's base)
 
     def copy(self) -> ConsumedState:
         out = ConsumedState.__new__(ConsumedState)
@@ -50,6 +51,7 @@ class ConsumedState:
         out.pairs, out.symbols = self.pairs, self.symbols.copy()
         out.literal_counts, out.size, out.fp = Counter(self.literal_counts), self.size, self.fp
         out.rendered, out.rewrites_since_turn = self.rendered, self.rewrites_since_turn
+        out.unobserved = 0
         return out
 
     def advance(self, change: Change, raw: Any, *, rewrite: bool, strict: bool, literals: LiteralRegistry | None,
@@ -83,6 +85,7 @@ class ConsumedState:
         self.context = Context(proposed, min(self.context.boundary, change.prefix_len))
         self.digests = change.after_digests
         self.raw = copy_shape(raw)
+        self.unobserved = 0
 
     def with_boundary(self, boundary: int, rendered: Any = None) -> None:
         """The model has consumed the first `boundary` messages (rendered as `rendered`, when known)."""

@@ -93,21 +93,44 @@ class FakeAnthropic:
                                        "usage": {"input_tokens": 1, "output_tokens": 1}})
 
 
-@pytest.mark.parametrize("title, module, client_name, fake", [
-    ("OpenAI Chat loop", "openai", "OpenAI", FakeOpenAI),
-    ("Anthropic loop", "anthropic", "Anthropic", FakeAnthropic),
-])
-def test_the_documented_agent_loop_runs_as_printed(monkeypatch, title, module, client_name, fake):
+LOOPS = [("OpenAI Chat loop", "openai", "OpenAI", FakeOpenAI),
+         ("Anthropic loop", "anthropic", "Anthropic", FakeAnthropic)]
+
+
+def run_loop(monkeypatch, module: str, client_name: str, fake: type, code: str):
+    """Run a documented loop's code against the fake client (which refuses any request its provider
+    would); the client, with every request it got."""
     sdk = pytest.importorskip(module)
     client = fake()
     monkeypatch.setattr(sdk, client_name, lambda: client)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(loop(title), {"__name__": "docs_loop"})
+        exec(code, {"__name__": "docs_loop"})
     assert printed.getvalue().strip() == f"Looked up {LOOKUPS_PER_QUESTION} SKUs."
     assert len(client.requests) == 12 * (LOOKUPS_PER_QUESTION + 1)
+    return client
+
+
+@pytest.mark.parametrize("title, module, client_name, fake", LOOPS)
+def test_the_documented_agent_loop_runs_as_printed(monkeypatch, title, module, client_name, fake):
+    client = run_loop(monkeypatch, module, client_name, fake, loop(title))
     sizes = [len(r) for r in client.requests]
     assert max(sizes) <= 40 and any(b < a for a, b in zip(sizes, sizes[1:], strict=False))  # compacted, bounded
     # the newest call and result were appended before compacting: every later request still carries them
     assert all(any("[ctxwatch] earlier turns were elided" in json.dumps(m) for m in r)
                for r in client.requests[sizes.index(max(sizes)) + 1:])
+
+
+@pytest.mark.parametrize("title, module, client_name, fake", LOOPS)
+def test_the_documented_loop_in_queue_mode_applies_the_queued_compaction_at_each_new_task(
+        monkeypatch, title, module, client_name, fake):
+    """review D12: with deferral="queue" the compaction waits for the next session boundary, and the loop,
+    continuing with guard.messages as printed, sends the compacted context from there on."""
+    code = loop(title)
+    made = re.search(r'ContextGuard\("inventory-\w+", ', code).group(0)
+    client = run_loop(monkeypatch, module, client_name, fake, code.replace(made, made + 'deferral="queue", '))
+    sizes = [len(r) for r in client.requests]
+    starts = sizes[:: LOOKUPS_PER_QUESTION + 1]  # the first request of each task: just after session_boundary()
+    assert any(b < a for a, b in zip(starts, starts[1:], strict=False)), starts  # applied at a boundary
+    assert max(sizes) <= 40, sizes  # never more than one task's growth past the compaction threshold
+    assert not any("[ctxwatch] earlier turns were elided" in json.dumps(r) for r in client.requests)

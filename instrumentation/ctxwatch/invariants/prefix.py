@@ -5,7 +5,9 @@ boundary): such a rewrite is deferred (to the next session boundary, or applied 
 compaction). A pure truncation, a rollback of the latest turns, is not an alteration: every
 remaining message sits on exactly the prefix it was generated from. A model-requested self-edit
 of the consumed prefix is refused outright, being an untrusted proposal. When the runtime renders
-the prompt itself, the rendering of an unchanged prefix must be byte-stable too.
+the prompt itself, the rendering of an unchanged prefix must be byte-stable too. Turns the caller
+appended since its last observe() (not read by the model yet) must come back verbatim at the end of
+a rewrite; one that drops, changes or moves them is settled like a rewrite of the consumed prefix.
 """
 
 from __future__ import annotations
@@ -36,6 +38,21 @@ def check_prefix(change: Change, allowed: bool = False) -> list[Finding]:
         "not).",
         action="defer", details=details,
     )]
+
+
+def check_unread_tail(change: Change, unread: int) -> list[Finding]:
+    """A `prefix_identity` finding when the rewrite does not end with the `unread` turns the caller
+    appended since its last observe() (the last messages of `change.before`), verbatim and in order:
+    the model has not read them, so they are kept and the rewrite is settled like one that alters
+    the consumed prefix (deferred, or whole-pair compaction, which keeps them after the frontier)."""
+    if not unread or change.after_digests[-unread:] == change.before_digests[-unread:]:
+        return []
+    return [Finding(
+        "prefix_identity",
+        f"the rewrite does not end with the {unread} turn(s) appended since the last observe() (messages "
+        f"{len(change.before_digests) - unread}..{len(change.before_digests) - 1}, not read by the model yet), "
+        "verbatim and in order; they are kept, and the rewrite is deferred or settled by the guard's "
+        "deferral mode", action="defer", details={"unread": unread})]
 
 
 def check_rerender(change: Change, consumed: Any, rendered: Any) -> list[Finding]:

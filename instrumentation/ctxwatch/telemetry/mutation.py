@@ -90,10 +90,14 @@ class MutationTelemetry:
         return self._instruments
 
     @property
+    def tracer_provider(self) -> trace.TracerProvider:
+        """The tracer provider spans go to: the one given, else the current global one."""
+        return self._tracer_provider if self._tracer_provider is not None else trace.get_tracer_provider()
+
+    @property
     def _traces(self) -> bool:
         """Whether a span could be recorded: an SDK (or another real) tracer provider is in place."""
-        provider = self._tracer_provider if self._tracer_provider is not None else trace.get_tracer_provider()
-        return not isinstance(provider, _NO_SPANS)
+        return not isinstance(self.tracer_provider, _NO_SPANS)
 
     def _start_span(self, handle: MutationHandle, attributes: dict[str, Any]) -> Any:
         """The attempt's span, started at the handle's start time with every attribute; None on error."""
