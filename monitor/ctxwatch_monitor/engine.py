@@ -28,8 +28,8 @@ from ctxwatch.contraction import STATES, ContractionDetector, DetectorConfig
 
 from .config import MonitorConfig
 from .instruments import Instruments
-from .loop_state import IDLE, OncallState
-from .loops import CONTRACTING, LoopState, LoopStore
+from .loop_state import CONTRACTING, IDLE, OncallState
+from .loops import LoopState, LoopStore
 from .ordering import GUARD, HELD, LATE, MONITOR, LoopOrder, Sequencer
 from .otlp_codec import RawSpan
 from .persistence import Database
@@ -113,6 +113,7 @@ class Engine:
                 self.store.add(loop)
                 if loop.order.waiting:
                     self.waiting.add(loop.loop_id)
+            self.store.evict_past_cap()
             self.store.dirty.clear()
             self.store.removed.clear()
         self.ready = True
@@ -148,6 +149,7 @@ class Engine:
         now = time.time()
         try:
             self.instruments.observe([(record, self._apply(record, now)) for record in records])
+            self.store.evict_past_cap()  # past the spans: a new loop is ranked by the status they gave it
         except Exception as exc:  # a half-applied request must not reach the database
             log.exception("ctxwatch monitor: applying a request failed; reloading the last committed state")
             self._reload_after_failure()
