@@ -11,6 +11,8 @@ cap for good; its series go too, from memory and from the state file.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -94,41 +96,63 @@ def test_a_budget_below_the_overflow_reserve_is_a_config_error(tmp_path: Path) -
 
 def test_label_values_age_out_and_free_their_slot(tmp_path: Path) -> None:
     """Three squatting agent names fill a cap of 3; once neither spans nor loops hold them, a new name
-    gets its own label, and the squatters' series are gone (from the state file too)."""
+    gets its own label, and the squatters' series are gone (from the state file too).
+
+    Label and loop times are wall-clock and persisted, so the phases run on one state file with their own
+    TTLs: what is observed runs with TTLs of an hour (no sweep can race it however slow the machine), the
+    ageing with TTLs of 1 s, waited for as a condition."""
     state = tmp_path / "state.sqlite3"
-    args = ("--label-cap", "3", "--label-ttl", "1", "--loop-ttl", "1", "--sweep-interval", "0.3")
-    monitor = MonitorProcess(state, *args).start()
-    try:
+    steady = ("--label-cap", "3", "--label-ttl", "3600", "--loop-ttl", "3600")
+    ageing = ("--label-cap", "3", "--label-ttl", "1", "--loop-ttl", "1", "--sweep-interval", "0.3")
+    squatters = ("squat-1", "squat-2", "squat-3")
+    with running(state, *steady) as monitor:
         sender = Sender(monitor.url, service="svc")
-        for name in ("squat-1", "squat-2", "squat-3", "late-comer"):
+        for name in (*squatters, "late-comer"):
             sender.mutation(f"loop-{name}", agent=name)
         sender.flush()
+        sender.close()
         text = monitor.get("/metrics").text
         assert metric_value(text, "ctxwatch_mutations_total", agent="squat-1") == 1
         assert metric_value(text, "ctxwatch_mutations_total", agent="_OTHER") == 1  # the cap is full
-        deadline = time.monotonic() + 30
-        while metric_value(monitor.get("/metrics").text, "ctxwatch_mutations_total", agent="squat-1"):
-            assert time.monotonic() < deadline, "squat-1 never aged out"
-            time.sleep(0.2)
-        # the late comer's first loop was seen last: while it is tracked, its spans keep its labels (_OTHER)
-        while monitor.get("/api/loops/loop-late-comer").status_code == 200:
-            assert time.monotonic() < deadline, "loop-late-comer never aged out"
-            time.sleep(0.2)
+    with running(state, *ageing) as monitor:
+        def aged_out() -> bool:
+            text = monitor.get("/metrics").text
+            loops = monitor.get("/api/loops").json()["total"]
+            return loops == 0 and not any(name in text for name in squatters)
+
+        wait_for(aged_out, "the squatters' loops and labels never aged out")
+    with running(state, *steady) as monitor:
+        sender = Sender(monitor.url, service="svc")
         sender.mutation("loop-late-comer", agent="late-comer")
         sender.flush()
         sender.close()
         text = monitor.get("/metrics").text
         assert metric_value(text, "ctxwatch_mutations_total", agent="late-comer") == 1
-        assert "squat-2" not in text and "squat-3" not in text
-    finally:
-        assert monitor.stop() == 0
-    restarted = MonitorProcess(state, *args).start()
-    try:
-        text = restarted.get("/metrics").text
-        assert "squat-1" not in text
+        assert not any(name in text for name in squatters)
+    with running(state, *steady) as monitor:
+        text = monitor.get("/metrics").text
+        assert not any(name in text for name in squatters)
         assert metric_value(text, "ctxwatch_mutations_total", agent="late-comer") == 1
-    finally:
-        restarted.stop()
+
+
+@contextmanager
+def running(state: Path, *args: str) -> Iterator[MonitorProcess]:
+    """A monitor on `state` for the block; it must exit cleanly."""
+    monitor = MonitorProcess(state, *args).start()
+    try:
+        yield monitor
+    except BaseException:
+        monitor.stop()
+        raise
+    assert monitor.stop() == 0
+
+
+def wait_for(condition: Callable[[], bool], what: str, bound: float = 120.0) -> None:
+    """Poll `condition` until it holds (`bound` seconds at most: a generous bound, not a timing)."""
+    deadline = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
 
 
 def test_label_less_self_metrics_have_a_sample_before_the_first_export(monitor: MonitorProcess) -> None:
