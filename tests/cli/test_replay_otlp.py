@@ -31,7 +31,8 @@ def test_backfill_into_a_monitor(monitor: MonitorClient, corpus: Path, tmp_path:
     assert set(loops) == {s["loop_id"] for s in doc["sessions"]}
     for session in doc["sessions"]:
         loop = loops[session["loop_id"]]
-        assert (loop["agent"], loop["service"]) == (session["format"], "ctxwatch-replay")
+        agent = {"claude_code": "claude-code", "codex": "codex", "gemini_cli": "gemini-cli"}.get(session["format"])
+        assert (loop["agent"], loop["service"]) == (agent or session["format"], "ctxwatch-replay")
         assert loop["cycles"] == len(session["mutations"])
         assert loop["state"] == session["verdict"]["state"]
         detail = loop_detail(monitor.url, session["loop_id"])

@@ -11,8 +11,8 @@ Every recorded buffer was sent to the model, so a mutation's
 A monitor fed these spans rebuilds the same detector state as the replay's own verdict.
 
 Every span carries the session's loop id (`audit.loop_id_for`: a stable id derived from the
-file), the agent name (the session format unless given) and the service name, and is timed at
-the ``timestamp`` of the record that marks it (`Session.time_of`; the export time when the
+file), the agent name (the session format's, `watch.identity.agent_name`, unless given) and the
+service name, and is timed at the ``timestamp`` of the record that marks it (`Session.time_of`; the export time when the
 format records none), so a backfill lands where it happened. The provider's prompt-cache figures
 the session records (Claude Code's ``message.usage``, `Session.take_provider_cache`) ride on the
 next span emitted after the response, each response once. Spans are flushed every
@@ -34,6 +34,7 @@ from ..model import Context, Message
 from ..report import Report
 from ..sessions import Mutation, Session, Snapshot
 from ..telemetry import MutationTelemetry, error_count
+from ..watch.identity import agent_name
 from .audit import MutationAudit, Observer, SessionAudit
 from .buffer import FollowedBuffer
 
@@ -165,9 +166,10 @@ class Exporter:
                                            capture_content=False)
 
     def observer(self, audit: SessionAudit, *, agent: str | None, registry: LiteralRegistry) -> Backfill:
-        """The observer that backfills one session (its agent: `agent`, else the session format)."""
+        """The observer that backfills one session (its agent: `agent`, else the session format's, as
+        ``ctxwatch watch`` names it: `watch.identity.agent_name`)."""
         return Backfill(self.telemetry, lambda: self.pipeline.force_flush(TIMEOUT_S), loop_id=audit.loop_id,
-                        agent=agent or audit.format or "unknown", service=self.service, registry=registry)
+                        agent=agent or agent_name(audit.format or "unknown"), service=self.service, registry=registry)
 
     def close(self) -> None:
         """Flush and stop; BackfillError when any export failed or did not finish in time."""

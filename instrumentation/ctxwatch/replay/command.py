@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report")
     parser.add_argument("--otlp", metavar="URL", help="backfill the guard's spans to this OTLP/HTTP endpoint "
                         "(a monitor or a collector; base URL, /v1/traces is appended)")
-    parser.add_argument("--agent", help="agent name on the backfilled spans (default: the session format)")
+    parser.add_argument("--agent", help="agent name on the backfilled spans (default: claude-code, codex, gemini-cli "
+                        "as ctxwatch watch names them; the session format for the others)")
     parser.add_argument("--service", default=DEFAULT_SERVICE, help=f"service name (default {DEFAULT_SERVICE})")
     parser.add_argument("--strict", action="store_true", help="a line that cannot be read makes the file "
                         "unreadable (exit 2) instead of a reported skip")
