@@ -18,7 +18,7 @@ from typing import TextIO
 
 from .. import __version__
 from ..literals import LiteralRegistry
-from ..sessions import SESSION_FORMATS
+from ..sessions import SESSION_FORMATS, SessionReadError, detect_session_format
 from .audit import SessionAudit, audit_session
 from .backfill import DEFAULT_SERVICE, BackfillError, Exporter
 from .page import render_html
@@ -93,9 +93,24 @@ def _audit_all(args: argparse.Namespace, exporter: Exporter | None) -> list[Sess
         observer_for = None
         if exporter is not None:
             observer_for = partial(exporter.observer, agent=args.agent, registry=registry)
-        audits.append(audit_session(path, args.format, strict=args.strict, observer_for=observer_for,
-                                    registry=registry))
+        audit = audit_session(path, args.format, strict=args.strict, observer_for=observer_for, registry=registry)
+        if args.format is not None and not audit.readable:
+            _name_the_mismatch(audit, args.format)
+        audits.append(audit)
     return audits
+
+
+def _name_the_mismatch(audit: SessionAudit, forced: str) -> None:
+    """When the file could not be read in the `forced` format but is detected as another one, say that (a
+    pretty-printed document read as JSONL gives 'truncated JSON', a symptom, not the cause); else the
+    reader's own error stands."""
+    try:
+        detected = detect_session_format(audit.path)
+    except (SessionReadError, OSError):
+        return
+    if detected != forced:
+        audit.error = (f"{audit.path}: not a {forced} session (--format {forced}); it reads as {detected}: "
+                       f"leave --format out or pass --format {detected}")
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
