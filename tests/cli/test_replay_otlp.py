@@ -83,7 +83,8 @@ def test_unreachable_endpoint_exits_2_with_one_line(corpus: Path) -> None:
 def test_a_second_backfill_of_a_session_is_the_same_instance_and_changes_nothing(monitor: MonitorClient,
                                                                                  tmp_path: Path) -> None:
     """A backfill numbers its session as a UUID v5 of the loop id on every run (review D2): sent again, its
-    spans are duplicates (late), not a restarted agent that would start the loop over."""
+    spans are duplicates (late), not a restarted agent that would start the loop over; and the fleet metrics
+    do not count them again either (review L1: `ctxwatch_mutations_total` doubled while the loop did not)."""
     buffers = [b for c in absorption_loop(2).cycles for b in (c.pre, c.post)]
     session = write_snapshots(tmp_path / "absorbing.jsonl", buffers)
     assert ctxwatch("replay", session, "--otlp", monitor.url).returncode == 1
@@ -91,6 +92,9 @@ def test_a_second_backfill_of_a_session_is_the_same_instance_and_changes_nothing
     first = loop_detail(monitor.url, loop["loop_id"])
     assert first is not None and first["state"] == "contracting"
     assert first["instance"] == recorded_instance(loop["loop_id"])
+    fleet = fleet_samples(monitor.url)
+    mutations = sum(v for series, v in fleet.items() if series.startswith("ctxwatch_mutations_total{"))
+    assert mutations == first["sequence"]  # one per span of the session
     assert ctxwatch("replay", session, "--otlp", monitor.url).returncode == 1
     again = loop_detail(monitor.url, loop["loop_id"])
     assert again is not None and again["candidate_instance"] is None
@@ -98,3 +102,11 @@ def test_a_second_backfill_of_a_session_is_the_same_instance_and_changes_nothing
     with urllib.request.urlopen(monitor.url + "/metrics", timeout=10) as resp:  # noqa: S310 - loopback
         late = re.search(r'^ctxwatch_monitor_late_spans_total\{reason="late"\} (\S+)$', resp.read().decode(), re.M)
     assert late is not None and float(late.group(1)) == first["sequence"]  # every span of the second run
+    assert fleet_samples(monitor.url) == fleet
+
+
+def fleet_samples(url: str) -> dict[str, float]:
+    """The fleet metrics' samples (every ``ctxwatch_`` series but the monitor's own), by series."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:  # noqa: S310 - loopback
+        text = resp.read().decode()
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(ctxwatch_(?!monitor_)\S+) (\S+)$", text, re.M)}
