@@ -9,7 +9,8 @@ are no cycle; r_t counts downstream literals), so the tables describe what a use
 2. False alarms over seeded healthy loops: appending, sliding window, literal-preserving
    summarization, full-replacement compaction of a growing history (the shape of Claude Code and
    Codex), summary-of-summary chains keeping their literals, and a naive sliding summarizer
-   folding the oldest 60% without its literals every few cycles; plus, for information,
+   folding the oldest 60% without its literals every few cycles, and docs/guard.md's own loops run long
+   in one conversation with 1-3 tool calls a step (ctxwatch.simulate.docsloop); plus, for information,
    sentinel-drift and re-ranking loops.
 3. Every real session in the corpus, audited as `ctxwatch replay` does (every recorded mutation is
    one rewrite cycle): per cycle d, r, the three conditions and the margin to the evidence
@@ -22,7 +23,8 @@ are no cycle; r_t counts downstream literals), so the tables describe what a use
 Each loop is measured once (`ctxwatch.cycles.CycleMeter.cycle`, the guard's measurement); every
 configuration's detector is then fed the same figures.
 
-    .venv/bin/python bench/calibrate_alarm.py [--loops 120] [--healthy 60] [--corpus DIR] [--first-seed 0]
+    .venv/bin/python bench/calibrate_alarm.py [--loops 120] [--healthy 60] [--long-loops 10] [--corpus DIR]
+        [--first-seed 0]
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 from ctxwatch.contraction import ContractionDetector, CycleVerdict, DetectorConfig
 from ctxwatch.cycles import CycleMeter
 from ctxwatch.replay import audit_session
+from ctxwatch.simulate.docsloop import DOCS_LOOP_FAMILIES
 from ctxwatch.simulate.loops import (
     CONTRACTING_FAMILIES,
     HEALTHY_FAMILIES,
@@ -103,9 +106,13 @@ def contracting_loops(n: int, first: int = 0) -> dict[str, list[Measured]]:
             for family, make in CONTRACTING_FAMILIES.items()}
 
 
-def healthy_loops(n: int, first: int = 1000) -> dict[str, list[Measured]]:
+def healthy_loops(n: int, first: int = 1000, long_loops: int = 10) -> dict[str, list[Measured]]:
+    """`n` loops of each healthy family, and `long_loops` of each of docs/guard.md's long loops (150
+    compactions each, one conversation; the review's D1 shape)."""
     families = {**HEALTHY_FAMILIES, **TOOL_LOOP_FAMILIES}
-    return {family: [Measured.of(make(seed)) for seed in range(first, first + n)] for family, make in families.items()}
+    loops = {family: [Measured.of(make(seed)) for seed in range(first, first + n)] for family, make in families.items()}
+    return loops | {family: [Measured.of(make(seed)) for seed in range(first, first + long_loops)]
+                    for family, make in DOCS_LOOP_FAMILIES.items()}
 
 
 def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> None:
@@ -157,12 +164,13 @@ def late_loops_table(contracting: dict[str, list[Measured]]) -> None:
 
 def false_alarm_table(healthy: dict[str, list[Measured]], targets: Targets) -> None:
     n = len(next(iter(healthy.values())))
+    long_loops = len(healthy[next(iter(DOCS_LOOP_FAMILIES))])
     informational: dict[str, Callable[[int], SyntheticLoop]] = {
         "sentinel drift (paraphrasing, rate 0.3)": paraphrasing_loop, "ordering inversion (re-ranking)": reranking_loop}
     measured = {**healthy, **{label: [Measured.of(make(1000 + seed)) for seed in range(20)]
                               for label, make in informational.items()}}
-    print(f"\n## 2. False alarms: healthy loops ({n} per family, seeds {_seeds(healthy)}; "
-          "sentinel drift and re-ranking: 20, seeds 1000-1019)")
+    print(f"\n## 2. False alarms: healthy loops ({n} per family, seeds {_seeds(healthy)}; docs/guard.md's long "
+          f"loops: {long_loops} per family, 150 compactions each; sentinel drift and re-ranking: 20, seeds 1000-1019)")
     print("| family | rewrite cycles | " + " | ".join(f"alarms, {name}" for name in CONFIGS)
           + " | evidence cycles | median d | median r | smallest margin |")
     print("|---|---|" + "---|" * (len(CONFIGS) + 4))
@@ -205,7 +213,7 @@ def _cycle_margin(v: CycleVerdict) -> str:
     if v.first and v.losing:
         return f"— (first cycle; {v.d_net - v.threshold:+.3f} with a history)"
     if v.losing and not v.trended:
-        return "— (second cycle: no trend of d yet, buffer not contracting)"
+        return "— (second cycle: no trend of d yet, kept literals not contracting)"
     return _margin(v.margin)
 
 
@@ -280,7 +288,7 @@ def corpus_table(corpus: Path, targets: Targets) -> list[Figures]:
 
 
 SWEEP = {"converge_max": (0.55, 0.6, 0.62, 0.65, 0.7), "fall_ratio": (0.6, 0.7, 0.8, 0.9, 1.0),
-         "contract_ratio": (0.6, 0.7, 0.8, 0.9, 1.0), "shrink_min": (0.2, 0.3, 0.4, 0.5, 1.0)}
+         "contract_ratio": (0.3, 0.4, 0.5, 0.6, 0.7), "shrink_min": (0.2, 0.3, 0.4, 0.5, 1.0)}
 
 
 def sweep_table(contracting: dict[str, list[Measured]], healthy: dict[str, list[Measured]],
@@ -291,7 +299,7 @@ def sweep_table(contracting: dict[str, list[Measured]], healthy: dict[str, list[
           + " | healthy: evidence cycles | healthy: smallest margin | corpus: evidence cycles "
           "| corpus: smallest margin |")
     print("|---|" + "---|" * (len(contracting) + len(healthy) + 4))
-    n_c, n_h = len(next(iter(contracting.values()))), len(next(iter(healthy.values())))
+    n_c = len(next(iter(contracting.values())))
     for name, values in SWEEP.items():
         for value in values:
             config = DetectorConfig(**{name: value})
@@ -304,7 +312,7 @@ def sweep_table(contracting: dict[str, list[Measured]], healthy: dict[str, list[
             real = [v for figures in sessions for v in fed(figures, config)]
             smallest = min((v.margin for v in real if v.margin is not None), default=None)
             print(f"| {name}={value} | " + " | ".join(f"{w}/{n_c}" for w in within) + " | "
-                  + " | ".join(f"{a}/{n_h}" for a in alarms)
+                  + " | ".join(f"{a}/{len(loops)}" for a, loops in zip(alarms, healthy.values(), strict=True))
                   + f" | {sum(v.evidence for v in calm)} | {_margin(calm_margin)} "
                   f"| {sum(v.evidence for v in real)} | {_margin(smallest)} |")
 
@@ -313,6 +321,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loops", type=int, default=120, help="contracting loops per family")
     parser.add_argument("--healthy", type=int, default=60, help="healthy loops per family")
+    parser.add_argument("--long-loops", type=int, default=10, help="loops per family of docs/guard.md's long loops")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--first-seed", type=int, default=0,
                         help="first contracting seed (healthy loops start 1000 later): other seeds check the defaults "
@@ -327,7 +336,7 @@ def main() -> None:
           f"exit_margin={cfg.exit_margin}")
     targets = Targets()
     contracting = contracting_loops(args.loops, args.first_seed)
-    healthy = healthy_loops(args.healthy, args.first_seed + 1000)
+    healthy = healthy_loops(args.healthy, args.first_seed + 1000, args.long_loops)
     onset_table(contracting, targets)
     late_loops_table(contracting)
     false_alarm_table(healthy, targets)

@@ -187,6 +187,16 @@ def fleet(config: Config) -> Board:
           "elisions... the agents applied, per hour: for a coding-agent fleet followed by `ctxwatch watch`.",
           [(f"3600 * sum by (agent, kind) ({FLEET(r.MUTATIONS, kind=Not('append'), decision='patch')})",
             "{{agent}} {{kind}}")], width=24)
+    b.add("timeseries", "Compactions per hour by agent and version", "Applied compactions per hour, by agent and "
+          "the agent's version (gen_ai.agent.version: the session file's for `ctxwatch watch` and `replay --otlp`, "
+          "the configured one for a guard). At most 20 versions at once, anything else is _OTHER; none: empty.",
+          [(f"3600 * sum by (agent, agent_version) ({FLEET(r.REWRITES_BY_VERSION, kind='compact')})",
+            "{{agent}} {{agent_version}}")])
+    b.add("timeseries", "Tokens before compaction by agent", "The agent's own count of the tokens in its context "
+          "when it compacted (Claude Code's compactMetadata.preTokens; Codex and Gemini CLI record none): median "
+          "and 90th percentile over the last 5 minutes' compactions.",
+          [(f"histogram_quantile({q}, sum by (agent, le) ({FLEET(r.TOKENS_BEFORE_BUCKETS, kind='compact')}))",
+            f"{{{{agent}}}} p{round(q * 100)}") for q in (0.5, 0.9)])
     b.row("Distributions")
     b.add("heatmap", "Hash distance d_t", "Fingerprint distance between consecutive buffers (0..1), by bucket.",
           [(f"sum by (le) ({FLEET(r.HASH_DISTANCE_BUCKETS)})", "{{le}}")], heatmap=True,

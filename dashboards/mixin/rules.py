@@ -24,6 +24,7 @@ FLEET_BY = "job, service, agent"
 LOOPS = "job_service_agent_state:ctxwatch_loops:sum"
 LOOPS_BY_STATUS = "job_service_agent_status:ctxwatch_loops_by_status:sum"
 MUTATIONS = "job_service_agent_kind_decision:ctxwatch_mutations:rate5m"
+REWRITES_BY_VERSION = "job_service_agent_agent_version_kind:ctxwatch_mutations_applied:rate5m"
 LOST_LITERALS = "job_service_agent_decision:ctxwatch_lost_literals:rate5m"
 DEFERRALS = "job_service_agent_kind:ctxwatch_deferrals:rate5m"
 VIOLATIONS = "job_service_agent_invariant_decision:ctxwatch_invariant_violations:rate5m"
@@ -31,6 +32,7 @@ WARNINGS = "job_service_agent_invariant:ctxwatch_invariant_warnings:rate5m"
 ORPHANS = "job_service_agent_side:ctxwatch_orphaned_tool_parts:rate5m"
 HASH_DISTANCE_BUCKETS = "job_service_agent_decision_le:ctxwatch_rewrite_hash_distance_bucket:rate5m"
 LOSS_RATE_BUCKETS = "job_service_agent_decision_le:ctxwatch_rewrite_literal_loss_rate_bucket:rate5m"
+TOKENS_BEFORE_BUCKETS = "job_service_agent_kind_le:ctxwatch_rewrite_tokens_before_bucket:rate5m"
 LOSS_RATE_APPLIED = "job_service_agent:ctxwatch_rewrite_literal_loss_rate_applied:mean5m"
 CACHE_INVALIDATED = "job_service_agent:ctxwatch_cache_invalidated_tokens:rate5m"
 CACHE_READ = "job_service_agent:ctxwatch_cache_read_tokens:rate5m"
@@ -94,6 +96,9 @@ def recording_rules() -> dict[str, Any]:
         _record(LOOPS, f"sum by ({FLEET_BY}, state) (ctxwatch_loops)"),
         _record(LOOPS_BY_STATUS, f"sum by ({FLEET_BY}, status) (ctxwatch_loops_by_status)"),
         _record(MUTATIONS, _rate_sum(f"{FLEET_BY}, kind, decision", "ctxwatch_mutations_total", "5m")),
+        # applied rewrites (compactions, microcompactions...) by the agent's version (bounded: docs/telemetry.md)
+        _record(REWRITES_BY_VERSION, _rate_sum(f"{FLEET_BY}, agent_version, kind", "ctxwatch_mutations_total", "5m",
+                                               PATCH.and_(kind=Not("append")))),
         _record(LOST_LITERALS, _rate_sum(f"{FLEET_BY}, decision", "ctxwatch_lost_literals_total", "5m")),
         _record(DEFERRALS, _rate_sum(f"{FLEET_BY}, kind", "ctxwatch_deferrals_total", "5m")),
         _record(VIOLATIONS, _rate_sum(f"{FLEET_BY}, invariant, decision", "ctxwatch_invariant_violations_total",
@@ -104,6 +109,9 @@ def recording_rules() -> dict[str, Any]:
                                                  "5m")),
         _record(LOSS_RATE_BUCKETS, _rate_sum(f"{FLEET_BY}, decision, le",
                                              "ctxwatch_rewrite_literal_loss_rate_bucket", "5m")),
+        # the agents' own count of the tokens in their context before each applied rewrite (Claude Code's preTokens)
+        _record(TOKENS_BEFORE_BUCKETS, _rate_sum(f"{FLEET_BY}, kind, le", "ctxwatch_rewrite_tokens_before_bucket",
+                                                 "5m")),
         # mean literal-loss rate r_t of the rewrites that were applied (decision patch)
         _record(LOSS_RATE_APPLIED, _ratio(_rate_sum(FLEET_BY, "ctxwatch_rewrite_literal_loss_rate_sum", "5m", PATCH),
                                           _rate_sum(FLEET_BY, "ctxwatch_rewrite_literal_loss_rate_count", "5m",

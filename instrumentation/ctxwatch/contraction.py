@@ -11,20 +11,25 @@ Q_{t-1} and Q_t it is fed; d'_t = d_t when the buffer keeps its size, grows or c
 conditions hold:
 
 - the loop is converging: consecutive buffers are alike, ``d'_t ≤ converge_max``; d is not jumping,
-  ``d'_t ≤ max(d'_{t-w} … d'_{t-1}) + rise_max`` (w = `window`; never on a first cycle); and there
-  is a real trend towards the fixed point: the post-rewrite buffer contracting,
-  ``|Q_t| ≤ contract_ratio × max(|Q_{t-w}| … |Q_{t-1}|)`` (when sizes are fed), or d falling,
-  ``d'_t ≤ fall_ratio × mean(d'_{t-w} … d'_{t-1})`` (the first cycle's d, P_1 against Q_1, left out)
+  ``d'_t ≤ max(d_{t-w} … d_{t-1}) + rise_max`` (w = `window`, d as measured; never on a first cycle); and there
+  is a real trend towards the fixed point: the buffer's content contracting — the downstream
+  literals it keeps, ``K_t = |literals(P_t)| − L_t``, at most ``contract_ratio × median(K_{t-w} … K_{t-1})``
+  — or d falling, ``d_t ≤ fall_ratio × mean(d_{t-w} … d_{t-1})``, d as measured (the first cycle's d,
+  P_1 against Q_1, left out), judged on d's net scale
 - cumulative loss is growing:  ``L_t ≥ min_lost`` and ``|literals(P_t)| ≥ min_literals``
 - distance below loss rate:    ``d'_t < r_t``
 
 All three bound d'_t from above, so one number says how far a cycle is from being evidence: its
 *margin* ``d'_t − threshold``, where the threshold is the smallest of ``converge_max``, the
-jump bound, the trend bound (none when the buffer contracts) and ``r_t`` (a cycle that loses
-nothing, a first cycle, or a second one whose buffer does not contract is no evidence at any d;
+jump bound, the trend bound (none when the kept literals contract) and ``r_t`` (a cycle that loses
+nothing, a first cycle, or a second one whose kept literals do not contract is no evidence at any d;
 for a first cycle the threshold leaves the jump and trend bounds out, saying how close it would
-be). Why the trend: a naive sliding summarizer of a small loop has a flat d near 0.5 below r, its
-buffer the same size every cycle, and it converges on nothing. Why the rest: a compaction that
+be). Why the trend: a naive sliding summarizer has a flat d near 0.5 below r and converges on
+nothing. Why this trend (review D1): in a real tool loop |Q_t| moves by ±25% from cycle to cycle
+(1-3 tool calls a step, results of any length), so neither the size (against the recent largest)
+nor the net distance (which dips whenever the buffer shrinks) is a trend; what the buffer keeps of
+the literals that matter is not moved by tool output (it holds no downstream literal), and halving
+it is what a collapse onto a fixed point does. Why the rest: a compaction that
 replaces a history by a fresh summary (Claude Code's) has
 d 0.83-0.97: consecutive buffers are not alike, whatever it loses, and repeating it changes
 nothing about that (the old "within 25% of the recent peak" test let such a flat series count);
@@ -43,19 +48,20 @@ refutes: it holds the entry run where it is and breaks an exit run.
 The detector is pure (figures in, verdict out) and its state is a small JSON-able dict, so the
 guard runs it in-process and the monitor rebuilds the very same state from span attributes
 (`ctxwatch.hash.distance`, `ctxwatch.literals.before`, `ctxwatch.literals.lost`,
-`ctxwatch.size.after`) and persists it.
+`ctxwatch.size.after`: K_t is before − lost, nothing new on the wire) and persists it.
 Defaults and the evidence for them: docs/alarm.md.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import statistics
+from dataclasses import dataclass
 from typing import Any, Literal
 
 State = Literal["healthy", "contracting"]
 STATES: tuple[str, ...] = ("healthy", "contracting")
-_STATE_VERSION = 2
+_STATE_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -68,8 +74,8 @@ class DetectorConfig:
     converge_max: d'_t above this is no convergence (consecutive buffers are not alike).
     rise_max: d'_t more than this above the window's largest d' is a jump, not convergence (0: never above it).
     fall_ratio: d'_t at most this share of the window's mean d' is a real downward trend of d.
-    contract_ratio: a post-rewrite size at most this share of the window's largest is the buffer
-        itself contracting (only when sizes are fed).
+    contract_ratio: a cycle keeping at most this share of the downstream literals the window's cycles
+        kept (their median) is the buffer's content itself contracting.
     shrink_min: a buffer that shrinks to at least this share of the previous post-rewrite size in one
         cycle has the part of d such a pure contraction explains taken out (`net_distance`); one
         that shrinks more is a replacement, not a step towards a fixed point, and keeps its d.
@@ -84,7 +90,7 @@ class DetectorConfig:
     converge_max: float = 0.6
     rise_max: float = 0.1
     fall_ratio: float = 0.7
-    contract_ratio: float = 0.8
+    contract_ratio: float = 0.5
     shrink_min: float = 0.4
     min_literals: int = 1
     min_lost: int = 1
@@ -123,18 +129,18 @@ class CycleVerdict:
     threshold: float = 0.0
     first: bool = False
     size_after: int | None = None
-    contracted: bool = False  # the post-rewrite buffer itself contracting (its size, when fed)
+    contracted: bool = False  # the literals the buffer keeps contracting (kept <= contract_ratio x recent median)
     d_net: float = 0.0  # d with a pure contraction's share taken out (`net_distance`): what the conditions judge
 
     @property
     def margin(self) -> float | None:
         """How far d_t is above the evidence threshold: None when no d would make the cycle evidence
-        (nothing was lost; a first cycle; a second one whose buffer did not contract: no trend yet)."""
+        (nothing was lost; a first cycle; a second one whose kept literals did not contract: no trend yet)."""
         return self.d_net - self.threshold if self.losing and not self.first and self.trended else None
 
     @property
     def trended(self) -> bool:
-        """Whether a trend could be judged: a d history besides the first cycle's, or a contracting buffer."""
+        """Whether a trend could be judged: a d history besides the first cycle's, or contracting kept literals."""
         return self.threshold > -math.inf
 
     @property
@@ -159,10 +165,11 @@ class _State:
     cycle: int = 0
     streak: int = 0
     onset: int | None = None
-    recent: list[float] = field(default_factory=list)
+    recent: tuple[float, ...] = ()  # d of the recent cycles as measured (the jump and trend bounds)
     lost_total: int = 0
     run_start: int | None = None  # first evidence cycle of the entry run under way
-    sizes: tuple[int, ...] = ()  # post-rewrite sizes of the recent cycles that fed one (a tuple: no list per loop)
+    sizes: tuple[int, ...] = ()  # the last post-rewrite size fed, if any (for the net distance)
+    kept: tuple[int, ...] = ()  # downstream literals each recent cycle kept (literals before - lost)
 
 
 class ContractionDetector:
@@ -196,7 +203,7 @@ class ContractionDetector:
     def update(self, d: float, literals_before: int, literals_lost: int,
                size_after: int | None = None) -> CycleVerdict:
         """Judge the next cycle and advance the state. `size_after` is the size of Q_t (the span's
-        ``ctxwatch.size.after``); without it only a downward trend of d shows convergence."""
+        ``ctxwatch.size.after``); without it d is judged as measured (no net distance)."""
         self._s, verdict = self._step(d, literals_before, literals_lost, size_after)
         return verdict
 
@@ -213,13 +220,18 @@ class ContractionDetector:
             raise ValueError(f"size_after must be an integer >= 0 or None, got {size_after!r}")
         cfg, s = self.config, self._s
         r = literals_lost / literals_before if literals_before else 0.0
-        net = net_distance(d, size_after, s.sizes[-1] if s.sizes else None, cfg.shrink_min)
+        previous_size = s.sizes[-1] if s.sizes else None
+        net = net_distance(d, size_after, previous_size, cfg.shrink_min)
         jump_bound = max(s.recent) + cfg.rise_max if s.recent else math.inf
-        contracted = size_after is not None and bool(s.sizes) and size_after <= cfg.contract_ratio * max(s.sizes)
-        # a trend: the buffer contracting, or d well below its recent mean (a flat d is no trend). The first
-        # cycle's d compares P_1 with Q_1, not two post-rewrite buffers, so it is no point of the trend.
+        kept = literals_before - literals_lost
+        contracted = bool(s.kept) and kept <= cfg.contract_ratio * statistics.median(s.kept)
+        # a trend: the literals the buffer keeps contracting, or d well below its recent mean (a flat d is no
+        # trend), d as measured: a shrinking buffer's net distance dips with its size, whatever it holds. The
+        # first cycle's d compares P_1 with Q_1, not two post-rewrite buffers, so it is no point of the trend.
         trend = s.recent[1:] if s.cycle == len(s.recent) else s.recent
-        trend_bound = (math.inf if contracted or not s.recent else cfg.fall_ratio * sum(trend) / len(trend)
+        trend_bound = (math.inf if contracted or not s.recent
+                       else net_distance(cfg.fall_ratio * sum(trend) / len(trend), size_after, previous_size,
+                                         cfg.shrink_min)  # the bound on d, on d's net scale
                        if trend else -math.inf)  # -inf: a second cycle has no trend of d to show yet
         shrinking = bool(s.recent) and net <= min(cfg.converge_max, jump_bound, trend_bound)
         losing = literals_lost >= cfg.min_lost and literals_before >= cfg.min_literals
@@ -243,9 +255,9 @@ class ContractionDetector:
             streak = streak + 1 if clear else 0
             if streak >= cfg.exit_cycles:
                 state, left, streak = "healthy", True, 0
-        recent = (s.recent + [net])[-cfg.window:]
-        sizes = s.sizes if size_after is None else (*s.sizes, size_after)[-cfg.window:]
-        new = _State(state, cycle, streak, onset, recent, s.lost_total + literals_lost, run_start, sizes)
+        sizes = s.sizes if size_after is None else (size_after,)
+        new = _State(state, cycle, streak, onset, (*s.recent, d)[-cfg.window:], s.lost_total + literals_lost,
+                     run_start, sizes, (*s.kept, kept)[-cfg.window:])
         verdict = CycleVerdict(cycle, state, d, r, literals_before, literals_lost, shrinking, losing, below,
                                streak, onset, entered, left, threshold, not s.recent, size_after, contracted,
                                net)
@@ -257,14 +269,14 @@ class ContractionDetector:
         s = self._s
         return {"v": _STATE_VERSION, "state": s.state, "cycle": s.cycle, "streak": s.streak, "onset": s.onset,
                 "recent": list(s.recent), "lost_total": s.lost_total, "run_start": s.run_start,
-                "sizes": list(s.sizes)}
+                "sizes": list(s.sizes), "kept": list(s.kept)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], config: DetectorConfig | None = None) -> ContractionDetector:
         """Rebuild a detector from `to_dict` output; a malformed dict raises ValueError naming the field."""
         if not isinstance(data, dict):
             raise ValueError(f"detector state must be a dict, got {type(data).__name__}")
-        if data.get("v") not in (1, _STATE_VERSION):
+        if data.get("v") not in (1, 2, _STATE_VERSION):
             raise ValueError(f"detector state field 'v': unsupported version {data.get('v')!r}")
         det = cls(config)
         state = data.get("state")
@@ -287,12 +299,15 @@ class ContractionDetector:
             raise ValueError(f"detector state field 'recent': expected a list of distances in [0, 1], "
                              f"got {recent!r}")
         sizes = data.get("sizes", [])  # absent from states persisted before sizes were fed
-        if not isinstance(sizes, list) or not all(not isinstance(x, bool) and isinstance(x, int) and x >= 0
-                                                  for x in sizes):
-            raise ValueError(f"detector state field 'sizes': expected a list of integers >= 0, got {sizes!r}")
-        det._s = _State(state, ints["cycle"], ints["streak"], onset,
-                        [float(x) for x in recent][-det.config.window:], ints["lost_total"], run_start,
-                        tuple(sizes[-det.config.window:]))
+        counts = data.get("kept", [])  # absent before version 3: no trend of kept literals yet
+        for name, values in (("sizes", sizes), ("kept", counts)):
+            if not isinstance(values, list) or not all(not isinstance(x, bool) and isinstance(x, int) and x >= 0
+                                                       for x in values):
+                raise ValueError(f"detector state field {name!r}: expected a list of integers >= 0, got {values!r}")
+        window = det.config.window
+        # version 2 kept d' in `recent` (d where the buffer did not shrink): read as d, a little stricter
+        det._s = _State(state, ints["cycle"], ints["streak"], onset, tuple(float(x) for x in recent[-window:]),
+                        ints["lost_total"], run_start, tuple(sizes[-1:]), tuple(counts[-window:]))
         return det
 
     def __repr__(self) -> str:

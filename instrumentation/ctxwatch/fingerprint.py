@@ -10,9 +10,12 @@ vector; a buffer's fingerprint is the exact integer sum of its messages' contrib
 
 Because the sum is exact integer arithmetic, removing a message subtracts precisely what adding
 it added: an incrementally updated fingerprint *equals* a full recompute, and a rewrite that
-changed 5 of 500 messages costs 5 messages. The lane vector is packed into one Python integer
-(32-bit lanes, offset-binary on decode), so adding or removing a message is one big-integer
-addition. Contributions are cached per message digest in a bounded cache.
+changed 5 of 500 messages costs 5 messages. The buffer's lane vector is packed into one Python
+integer (32-bit lanes, offset-binary on decode). A message's contribution is kept as its features'
+lane codes (2 bytes a feature), or packed like a buffer when that is smaller (more than
+``2 · lanes`` features); an update counts the codes of all the messages it adds or removes at once
+(`collections.Counter`, in C) and packs the counts once, instead of stepping a lane vector per
+feature in Python. Contributions are cached per message digest in a bounded cache.
 
 Distance is the angle between two projections, normalised to [0, 1]: ``d = 2·θ/π`` where
 ``cos θ`` is the cosine of the two lane vectors. Identical buffers give 0, buffers with no
@@ -25,11 +28,12 @@ docs/alarm.md (`bench/bench_fingerprint.py` prints them).
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from operator import mul, sub
 
 import xxhash
@@ -46,8 +50,10 @@ _MAX_FEATURES = _BIAS - 1  # no lane can overflow while the buffer has fewer fea
 PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^`{|}~"
 # A word is a run of characters that are neither white space nor punctuation: with every punctuation
 # mark turned into a space, `str.split()` yields exactly the words (it splits on what regular
-# expressions call `\s`), in one C pass instead of a regular expression's per-character steps.
-_BREAKS = str.maketrans(PUNCTUATION, " " * len(PUNCTUATION))
+# expressions call `\s`), in one C pass instead of a regular expression's per-character steps. The
+# marks are turned into spaces in the UTF-8 bytes (every mark is ASCII, and no byte of a multi-byte
+# character is): `str.translate` has a fast path only for ASCII text and is ~100x slower on the rest.
+_BREAKS = bytes.maketrans(PUNCTUATION.encode(), b" " * len(PUNCTUATION))
 
 
 def _surrogates_replaced(message: Message) -> Message:
@@ -57,9 +63,14 @@ def _surrogates_replaced(message: Message) -> Message:
     return Message(message.role, text)
 
 
+def _words(text: str) -> list[str]:
+    """The lower-cased words of a text (lone surrogates pass through the bytes unchanged)."""
+    return text.lower().encode("utf-8", "surrogatepass").translate(_BREAKS).decode("utf-8", "surrogatepass").split()
+
+
 def message_features(message: Message) -> set[str]:
     """The distinct features of one message: lower-cased word bigrams (one word: the word)."""
-    words = message.text.lower().translate(_BREAKS).split()
+    words = _words(message.text)
     if len(words) > 1:
         return set(map(" ".join, zip(words, words[1:], strict=False)))
     if words:
@@ -68,13 +79,27 @@ def message_features(message: Message) -> set[str]:
 
 
 class Contribution:
-    """One message's signed lane vector, packed into a single integer."""
+    """One message's signed lane vector: the lane codes of its features (`codes`: code = the
+    feature's hash mod ``2 · lanes``, lane ``code >> 1``, +1 when the code is odd, -1 when even), or
+    for a message with more features than that is worth, the vector packed (`dense`)."""
 
-    __slots__ = ("packed", "features")
+    __slots__ = ("codes", "dense", "features", "fingerprinter")
 
-    def __init__(self, packed: int, features: int) -> None:
-        self.packed = packed
-        self.features = features
+    def __init__(self, fingerprinter: Fingerprinter, codes: array[int]) -> None:
+        self.fingerprinter = fingerprinter
+        self.features = len(codes)
+        if self.features * codes.itemsize < 4 * fingerprinter.lanes:
+            self.codes: array[int] | None = codes
+            self.dense: int | None = None
+        else:
+            self.codes, self.dense = None, fingerprinter.pack(Counter(codes))
+
+    @property
+    def packed(self) -> int:
+        """The signed lane vector packed into one integer (as `Fingerprinter.decode` reads it)."""
+        if self.dense is not None:
+            return self.dense
+        return self.fingerprinter.pack(Counter(self.codes))
 
 
 class Fingerprinter:
@@ -82,7 +107,7 @@ class Fingerprinter:
 
     `lanes` (a power of two) and `seed` define the fingerprint: distances are only defined
     between fingerprints made with the same pair. `cache_limit` bounds the number of cached
-    message contributions (each is ``4 · lanes`` bytes).
+    message contributions (each is 2 bytes a feature, at most ``4 · lanes`` bytes).
     """
 
     def __init__(self, lanes: int = LANES, *, seed: int = FEATURE_SEED,
@@ -95,8 +120,12 @@ class Fingerprinter:
         self.seed = seed
         self.cache_limit = cache_limit
         self._mask = 2 * lanes - 1
-        self._biased = array("I", repeat(_BIAS, lanes))  # every lane at zero, offset-binary
-        self._offset = int.from_bytes(self._biased, "little")
+        self._typecode = "H" if 2 * lanes <= 1 << 16 else "I"
+        width = array(self._typecode).itemsize
+        # each byte of a lane code (lowest first), as a table that masks the same byte of a hash
+        self._code_bytes = [bytes(b & (self._mask >> 8 * k) for b in range(256)) for k in range(width)]
+        self._no_codes = array("I", bytes(8 * lanes))  # a count per lane code, all zero
+        self._offset = int.from_bytes(array("I", repeat(_BIAS, lanes)), "little")  # every lane at zero, offset-binary
         self._cache: dict[int, Contribution] = {}
 
     @property
@@ -128,15 +157,42 @@ class Fingerprinter:
         return found
 
     def _compute(self, message: Message) -> Contribution:
-        feats = message_features(message)
-        vec = array("I", self._biased)
-        mask = self._mask
-        # one step per feature (a message's features rarely share a lane, so counting them first
-        # would only add a pass)
-        for hashed in map(xxhash.xxh3_64_intdigest, feats, repeat(self.seed)):
-            code = hashed & mask
-            vec[code >> 1] += 1 if code & 1 else -1
-        return Contribution(int.from_bytes(vec, "little") - self._offset, len(feats))
+        # the lane codes (each feature's xxh3-64 mod 2 · lanes) cut from the joined 8-byte hashes in
+        # C: the hashes are big-endian, so a code's k-th byte is every hash's (7 - k)-th, masked
+        hashes = b"".join(map(xxhash.xxh3_64_digest, message_features(message), repeat(self.seed)))
+        width = len(self._code_bytes)
+        codes = bytearray(len(hashes) // 8 * width)
+        for k, table in enumerate(self._code_bytes):
+            codes[k::width] = hashes[7 - k::8].translate(table)
+        lane_codes = array(self._typecode, codes)
+        if sys.byteorder == "big":
+            lane_codes.byteswap()
+        return Contribution(self, lane_codes)
+
+    def pack(self, counts: Mapping[int, int], minus: Mapping[int, int] | None = None) -> int:
+        """The packed signed lane vector of a count of lane codes (code -> how many features have
+        it), less that of `minus` (a feature taken away counts as one of the opposite sign)."""
+        tally = array("I", self._no_codes)
+        for code, count in counts.items():  # at most 2 · lanes steps, often far fewer
+            tally[code] = count
+        for code, count in (minus or {}).items():
+            tally[code ^ 1] += count
+        return int.from_bytes(tally[1::2], "little") - int.from_bytes(tally[0::2], "little")
+
+    def delta(self, added: Iterable[Contribution], removed: Iterable[Contribution] = ()) -> int:
+        """The packed sum of the `added` contributions less that of the `removed` ones (all made by
+        this fingerprinter): their codes counted at once and packed once, the dense ones added."""
+        packed = 0
+        counts = []
+        for contributions, sign in ((added, 1), (removed, -1)):
+            codes: list[array[int]] = []
+            for contrib in contributions:
+                if contrib.codes is not None:
+                    codes.append(contrib.codes)
+                elif contrib.dense is not None:
+                    packed += sign * contrib.dense
+            counts.append(Counter(chain.from_iterable(codes)))
+        return packed + self.pack(*counts)
 
     def buffer(self, messages: Iterable[Message], *,
                base: BufferFingerprint | None = None) -> BufferFingerprint:
@@ -275,6 +331,7 @@ class BufferFingerprint:
         """Apply the update to `members` in place, recording in `undo` each changed digest's entry
         before it; return the new packed sum and feature count."""
         packed, features = self.packed, self.features
+        gone: list[Contribution] = []
         for digest in removed:
             entry = members.get(digest)
             if entry is None:
@@ -286,17 +343,19 @@ class BufferFingerprint:
                 del members[digest]
             else:
                 members[digest] = (count - 1, contrib)
-            packed -= contrib.packed
+            gone.append(contrib)
             features -= contrib.features
         fpr = self.fingerprinter
+        new: list[Contribution] = []
         for m in added:
             contrib = fpr.message(m)
             entry = members.get(m.digest)
             if m.digest not in undo:
                 undo[m.digest] = entry
             members[m.digest] = (entry[0] + 1 if entry else 1, contrib)
-            packed += contrib.packed
+            new.append(contrib)
             features += contrib.features
+        packed += fpr.delta(new, gone)
         if features > _MAX_FEATURES:
             raise ValueError(f"buffer has {features} features; "
                              f"the fingerprint supports at most {_MAX_FEATURES}")

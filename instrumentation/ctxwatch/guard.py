@@ -92,6 +92,7 @@ class ContextGuard:
     Parameters (all keyword-only but `loop_id`):
       loop_id: identifies the loop in telemetry and the monitor (a random id when omitted).
       agent / service / conversation_id: reported in telemetry (conversation id only when real).
+      agent_version: the agent's version, reported in telemetry (a bounded metric label, docs/telemetry.md).
       format: the message format ("openai_chat", "openai_responses", "anthropic", "langchain",
         "ctxwatch"); detected from the first input when omitted.
       tools: the tool definitions offered to the model (any supported format, or ToolSchema).
@@ -103,7 +104,7 @@ class ContextGuard:
     """
 
     def __init__(self, loop_id: str | None = None, *, agent: str | None = None, service: str | None = None,
-                 conversation_id: str | None = None, format: str | None = None,
+                 conversation_id: str | None = None, agent_version: str | None = None, format: str | None = None,
                  tools: Iterable[Any] | None = None, policy: PolicySelector | None = None,
                  literals: LiteralRegistry | None = None, config: GuardConfig | None = None,
                  pass_cap: int | None = DEFAULT_PASS_CAP, budget: int | None = None,
@@ -119,6 +120,7 @@ class ContextGuard:
         self.config = config or keywords
         self.loop_id = loop_id or uuid.uuid4().hex
         self.agent, self.service, self.conversation_id = agent, service, conversation_id
+        self.agent_version = agent_version
         self.literals = literals or LiteralRegistry()
         self.telemetry = telemetry if telemetry is not None else _default_telemetry()
 
@@ -208,6 +210,7 @@ class ContextGuard:
         """Commit observed growth and emit its append span (so a loop is visible from its first turn)."""
         handle = self.telemetry.start(loop_id=self.loop_id, kind="append", agent=self.agent,
                                       conversation_id=self.conversation_id, service=self.service,
+                                      agent_version=self.agent_version,
                                       pass_number=self.passes_used, pass_cap=self.pass_cap)
         started = time.perf_counter()
         before = self._state.context
@@ -403,6 +406,7 @@ class ContextGuard:
         change.kind = kind
         handle = self.telemetry.start(loop_id=self.loop_id, kind=kind, agent=self.agent,
                                       conversation_id=self.conversation_id, service=self.service,
+                                      agent_version=self.agent_version,
                                       pass_number=self.passes_used + (1 if rewrite else 0), pass_cap=self.pass_cap)
         try:
             evaluation = self._evaluate(base, change, tools, rendered, rewrite, prefix_change_allowed=False)
@@ -638,7 +642,7 @@ def _contraction_finding(verdict: CycleVerdict) -> Finding:
     trend that held (figures only: no message text)."""
     v = verdict
     if v.contracted:
-        trend = f"the buffer contracting to size {v.size_after}"
+        trend = f"the literals it keeps contracting ({v.literals_before - v.literals_lost} kept)"
     elif v.shrinking:
         trend = "the hash distance converging"
     else:

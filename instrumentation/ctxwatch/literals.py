@@ -63,11 +63,28 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "code_span": r"`([^`\n\\]{1,80})`",  # no backslash: not the inside of JSON-escaped text
 }
 
+# How some default patterns are compiled: the same matches, written to begin with a character class
+# (the first character consumed, the word boundary or look-behind checked just after it), because the
+# regular expression engine skips in C to where such a pattern can start, while a pattern that
+# begins with `\b` or a look-behind is tried at every position. `(?<!X.)` right after a consumed
+# character c (c not a line break) is `(?<!X)` before c; `\b` before a word character is `(?<!\w)`;
+# `(?<=(?=A).)` right after c is `(?=A)` before c.
+_SCAN_FORMS: dict[str, str] = {
+    "hex": r"[0-9a-f](?<!\w.)(?<=(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f]).)[0-9a-f]{6,}\b",
+    "ticket": r"[A-Z](?<!\w.)[A-Z]+-\d{3,}\b",
+    "uuid": r"[0-9a-fA-F](?<!\w.)[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+    "error_code": r"[A-Z](?<!\w.)(?:[A-Z]{0,4}\d{3,6}|[A-Z0-9]*(?:_[A-Z0-9]+){1,6}|(?<=E)(?:" + _ERRNO + r"))\b",
+    "hex_prefixed": r"0(?<!\w.)x[0-9a-fA-F]{4,}\b",
+    "number": r"\d(?<![\w.].)(?:\d*\.\d+|\d{4,})(?![\w.]*\w)",
+}
+
 # A default pattern only runs on text holding one of these substrings: most prose has no URL,
-# path or backtick, and skipping a scan is the cheapest scan.
+# path or backtick, and skipping a scan is the cheapest scan. A token-local pattern's substrings are
+# looked for in the candidate tokens it scans (every match of it lies in them), not in the whole text.
 _PREFILTERS: dict[str, tuple[str, ...]] = {
     "ticket": ("-",), "uuid": ("-",), "url": ("://",), "abs_path": ("/",), "rel_path": ("/",),
-    "tool_id": ("_",), "code_span": ("`",),
+    "tool_id": ("_",), "hex_prefixed": ("0x",),
+    "win_path": (":\\",), "code_span": ("`",),
 }
 
 # Default patterns that never match across white space: they run only on the tokens that could
@@ -161,7 +178,7 @@ class LiteralRegistry:
         self._token_local: set[str] = default & _TOKEN_LOCAL
         for name, pattern in chosen.items():
             try:
-                self._patterns[name] = re.compile(pattern)
+                self._patterns[name] = re.compile(_SCAN_FORMS.get(name, pattern) if name in default else pattern)
             except re.error as exc:
                 raise ValueError(f"literal pattern {name!r} is not a valid regular expression: {exc}") from None
         self._plan()
@@ -189,7 +206,10 @@ class LiteralRegistry:
         token-local), and every prefilter needle: `extract` reads them without a lookup per pattern."""
         self._scans = [(pattern, 1 if pattern.groups else 0, name in CONTAINER_PATTERNS, self._needs.get(name, ()),
                         name in self._token_local) for name, pattern in self._patterns.items()]
-        self._needles = frozenset(needle for needs in self._needs.values() for needle in needs)
+        self._needles = frozenset(needle for name, needs in self._needs.items() if name not in self._token_local
+                                  for needle in needs)
+        self._token_needles = frozenset(needle for name, needs in self._needs.items() if name in self._token_local
+                                        for needle in needs)
 
     def extract(self, text: str) -> frozenset[str]:
         """Every literal in `text`, case-sensitive; a match inside a longer *atomic* match is not
@@ -199,6 +219,9 @@ class LiteralRegistry:
         candidates = _Candidates(text if self._token_local else "")
         any_candidate = candidates.joined != ""
         present = {needle for needle in self._needles if needle in text}
+        if any_candidate:
+            joined = candidates.joined
+            present |= {needle for needle in self._token_needles if needle in joined}
         for pattern, group, container, need, token_local in self._scans:
             if need and present.isdisjoint(need):
                 continue

@@ -99,6 +99,9 @@ class Report:
     # the provider's own figures for the response observed before this report (None: not reported)
     cache_read_tokens: int | None = None
     cache_creation_tokens: int | None = None
+    # the agent's own count of its context's tokens before the mutation, when its session file records it
+    # (Claude Code's preTokens; set by replay --otlp and ctxwatch watch)
+    tokens_before: int | None = None
 
     @property
     def violations(self) -> list[str]:

@@ -70,6 +70,9 @@ MESSAGES_BEFORE = "ctxwatch.messages.before"
 MESSAGES_AFTER = "ctxwatch.messages.after"
 SIZE_BEFORE = "ctxwatch.size.before"
 SIZE_AFTER = "ctxwatch.size.after"
+# The agent's own count of the tokens in its context before the mutation, as its session file records it
+# (Claude Code's compactMetadata.preTokens / microcompactMetadata.preTokens): a figure, never content.
+TOKENS_BEFORE = "ctxwatch.tokens.before"
 RESIDUAL_PRESSURE = "ctxwatch.pass.residual_pressure"
 DEFERRAL_ID = "ctxwatch.deferral.id"
 DEFERRAL_RESOLUTION = "ctxwatch.deferral.resolution"
@@ -104,11 +107,23 @@ COMPACTION_KINDS = _COMPACTION_KINDS
 OVERFLOW = "_OTHER"          # the value past a cap, and for any value outside a closed set
 MAX_LABEL_VALUES = 100       # distinct agent / service names at once before overflow (guard and monitor)
 MAX_LABEL_LENGTH = 128       # a longer agent / service name is recorded as OVERFLOW on metrics
+# Agent versions (the `agent_version` label): releases come often (Claude Code: several a week), so fewer
+# values at once, freed when no span carried them for a while (the monitor's label_ttl), and only version-like
+# strings: anything else (control characters, spaces, quotes, longer than MAX_VERSION_LENGTH) is OVERFLOW.
+MAX_VERSION_VALUES = 20
+MAX_VERSION_LENGTH = 32
+_VERSION_CHARACTERS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.+-_")
 
 
 def bounded_kind(kind: str) -> str:
     """`kind` if it is a known mutation kind, else `OVERFLOW`."""
     return kind if kind in _KINDS else OVERFLOW
+
+
+def is_version_label(value: str) -> bool:
+    """Whether `value` may be an `agent_version` label value: 1 to `MAX_VERSION_LENGTH` characters of
+    ``[0-9A-Za-z.+_-]`` (semantic versions, ``0.104.0-alpha.1``, ``2.1.39``); else it is recorded as OVERFLOW."""
+    return 0 < len(value) <= MAX_VERSION_LENGTH and _VERSION_CHARACTERS.issuperset(value)
 
 
 def bounded_invariant(invariant: str) -> str:
@@ -198,12 +213,15 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(SERVICE_NAME, "string", "caller, when the caller names a service"),
     AttributeSpec(_G.agent_name, "string", "caller, when the caller names the agent"),
     AttributeSpec(_G.conversation_id, "string", "caller, when the caller gives a real conversation id"),
-    AttributeSpec(_G.agent_version, "string", "caller, when the caller knows the agent's version (ctxwatch watch)"),
+    AttributeSpec(_G.agent_version, "string", "caller, when the caller knows the agent's version (ContextGuard "
+                  "agent_version; ctxwatch watch and replay --otlp: the session file's)"),
     AttributeSpec(DECISION, "string", "report"),
     AttributeSpec(HASH_DISTANCE, "double", "report, when the guard computed it"),
     *(AttributeSpec(name, "int", "report") for name in (
         LITERALS_BEFORE, LITERALS_LOST, ORPHANS_TOOL_USE, ORPHANS_TOOL_RESULT,
         MESSAGES_BEFORE, MESSAGES_AFTER, SIZE_BEFORE, SIZE_AFTER)),
+    AttributeSpec(TOKENS_BEFORE, "int", "report, when the agent recorded its context's token count before the "
+                  "mutation (Claude Code's preTokens, ctxwatch watch and replay --otlp)"),
     AttributeSpec(CACHE_INVALIDATED_CHARS, "int", "report: consumed characters the applied change invalidates "
                   "for the provider's prompt cache (0 on append, defer, abort, halt)"),
     AttributeSpec(CACHE_INVALIDATED_TOKENS, "int", "report: the same, in tokens estimated as ceil(chars / 4)"),
@@ -249,9 +267,12 @@ _DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                      0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _FRACTION_BUCKETS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0)
 _PASS_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100)
+# fine around where coding agents compact on their own (Claude Code: ~150k-175k tokens)
+_TOKEN_BUCKETS = (10_000, 25_000, 50_000, 75_000, 100_000, 125_000, 150_000, 160_000, 170_000, 180_000,
+                  200_000, 250_000, 500_000, 1_000_000)
 
-MUTATIONS = MetricSpec("ctxwatch.mutations", "counter", "{mutation}", _BASE,
-                       "Mutation attempts checked by the guard, by kind and decision.")
+MUTATIONS = MetricSpec("ctxwatch.mutations", "counter", "{mutation}", (*_BASE, _G.agent_version),
+                       "Mutation attempts checked by the guard, by kind and decision (and agent version, when known).")
 LOST_LITERALS = MetricSpec("ctxwatch.lost_literals", "counter", "{literal}", _BASE,
                            "Protected literals a proposed rewrite would drop (applied or refused).")
 ORPHANED_TOOL_PARTS = MetricSpec("ctxwatch.orphaned_tool_parts", "counter", "{part}", (ORPHAN_SIDE, *_BASE),
@@ -278,15 +299,21 @@ LITERAL_LOSS_RATE = MetricSpec("ctxwatch.rewrite.literal_loss_rate", "histogram"
                                _FRACTION_BUCKETS)
 PASS_NUMBER_HISTOGRAM = MetricSpec("ctxwatch.rewrite.pass_number", "histogram", "{pass}", _BASE,
                                    "Pass number of each applied rewrite.", _PASS_BUCKETS)
+TOKENS_BEFORE_HISTOGRAM = MetricSpec("ctxwatch.rewrite.tokens_before", "histogram", "{token}",
+                                     (MUTATION_KIND, _G.agent_name, SERVICE_NAME),
+                                     "Tokens in the context before each applied rewrite, as the agent counted them "
+                                     "(ctxwatch.tokens.before; Claude Code's preTokens).", _TOKEN_BUCKETS)
 
 METRICS: tuple[MetricSpec, ...] = (
     MUTATIONS, LOST_LITERALS, ORPHANED_TOOL_PARTS, DEFERRALS, INVARIANT_VIOLATIONS, INVARIANT_WARNINGS,
     TELEMETRY_ERRORS, GUARD_DURATION, HASH_DISTANCE_HISTOGRAM, LITERAL_LOSS_RATE, PASS_NUMBER_HISTOGRAM,
+    TOKENS_BEFORE_HISTOGRAM,
 )
 
 # Prometheus label the monitor uses for each metric attribute key (DESIGN.md: bounded labels).
 PROMETHEUS_LABELS: dict[str, str] = {
     MUTATION_KIND: "kind", DECISION: "decision", _G.agent_name: "agent", SERVICE_NAME: "service",
+    _G.agent_version: "agent_version",
     INVARIANT: "invariant", ORPHAN_SIDE: "side", TELEMETRY_STAGE: "stage", _G.error_type: "error_type",
 }
 

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple, TypeVar
 from ctxwatch.contraction import STATES, ContractionDetector, DetectorConfig
 
 from .config import MonitorConfig
-from .instruments import Instruments
+from .instruments import LABEL_STATE_KEYS, Instruments
 from .loop_state import CONTRACTING, IDLE, OncallState
 from .loops import LoopState, LoopStore
 from .ordering import GUARD, HELD, LATE, MONITOR, LoopOrder, Sequencer
@@ -102,7 +102,7 @@ class Engine:
         self.instruments.metric_set.forget_dirty()
         self.instruments.forget_labels()
         if self.database is not None:
-            self.instruments.restore_labels({name: self.database.meta(name) for name in ("services", "agents")})
+            self.instruments.restore_labels({name: self.database.meta(name) for name in LABEL_STATE_KEYS})
             families = self.instruments.metric_set.families
             for name, key, value in self.database.load_series():
                 if name in families and families[name].persist:

@@ -7,6 +7,7 @@ scrape both. `ctxwatch_loops{service,agent,state}` counts tracked loops per dete
 incrementally by the loop store. Self-metrics are `ctxwatch_monitor_*`.
 
 Labels are bounded twice: each wire label (service, agent) admits at most `label_cap` values at once,
+and `agent_version` (on `ctxwatch_mutations_total` only) `semconv.MAX_VERSION_VALUES` version-like ones,
 freed `label_ttl` after a span last carried them unless a tracked loop holds them (`sweep_labels`),
 and the families with wire labels draw on one `SeriesBudget` (`series_budget` in total,
 `metric_series_budget` per family); what the budget refuses goes to the overflow series and is
@@ -24,7 +25,7 @@ from ctxwatch import semconv
 from ctxwatch.contraction import STATES
 from ctxwatch.report import DECISIONS, INVARIANTS, MUTATION_KINDS
 from ctxwatch.telemetry import fleet as fleet_rule
-from ctxwatch.telemetry.bounded import BoundedValues
+from ctxwatch.telemetry.bounded import BoundedValues, agent_versions
 
 from . import wire
 from .config import MonitorConfig
@@ -36,7 +37,8 @@ _DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 LOOP_LABELS = ("service", "agent", "state")
 STATUS_LABELS = ("service", "agent", "status")
 EVICTION_REASONS = ("ttl", "cap")  # not seen within the TTL; least recently seen past the cap
-WIRE_LABELS = ("service", "agent")  # label values that come from the wire (bounded, budgeted)
+WIRE_LABELS = ("service", "agent", "agent_version")  # label values that come from the wire (bounded, budgeted)
+LABEL_STATE_KEYS = ("services", "agents", "versions")  # the admitted values persisted (`take_label_state`)
 # how many values each closed-set label can take (unknown kinds and invariants are OVERFLOW)
 _CLOSED_SETS = {"kind": len(MUTATION_KINDS) + 1, "decision": len(DECISIONS), "side": len(semconv.ORPHAN_SIDES),
                 "invariant": len(INVARIANTS) + 1, "state": len(STATES), "status": len(STATUSES)}
@@ -51,6 +53,12 @@ CACHE_COUNTERS = {
     semconv.CACHE_CREATION_TOKENS: "Tokens the providers wrote to their prompt cache (as the responses report "
                                    "them; ctxwatch.cache.creation.tokens summed).",
 }
+
+
+# a group of spans counted together: (kind, decision, agent, service, agent version), the label vector of
+# `ctxwatch.telemetry.fleet` without its side-or-invariant
+Base = tuple[str, str, str, str, str]
+_BASE_INDEX = {"agent": 2, "service": 3, "agent_version": 4}
 
 
 def cache_counter_name(attribute: str) -> str:
@@ -93,6 +101,7 @@ class Instruments:
         """ValueError when `series_budget` cannot hold the reserved overflow series."""
         self.services = BoundedValues(label_cap)
         self.agents = BoundedValues(label_cap)
+        self.versions = agent_versions()
         self.budget = budget = SeriesBudget(series_budget, metric_series_budget)
         # the guard's fleet instruments, by semconv name (what `fleet_rule` says a span updates)
         self._fleet = {spec.name: _Fleet(spec, budget) for spec in fleet_rule.COUNTERS + fleet_rule.HISTOGRAMS}
@@ -106,8 +115,9 @@ class Instruments:
         self.hash_distance = by_name[semconv.HASH_DISTANCE_HISTOGRAM.name]
         self.loss_rate = by_name[semconv.LITERAL_LOSS_RATE.name]
         self.pass_number = by_name[semconv.PASS_NUMBER_HISTOGRAM.name]
+        self.tokens_before = by_name[semconv.TOKENS_BEFORE_HISTOGRAM.name]
         fleet = [self.mutations, self.lost_literals, self.orphans, self.deferrals, self.violations,
-                 self.warnings, self.hash_distance, self.loss_rate, self.pass_number]
+                 self.warnings, self.hash_distance, self.loss_rate, self.pass_number, self.tokens_before]
         self.onsets = Counter("ctxwatch_contraction_onsets_total",
                               "Loops the monitor's contraction detector saw enter the contraction regime.",
                               ("service", "agent"), persist=True, wire=WIRE_LABELS, budget=budget)
@@ -172,14 +182,17 @@ class Instruments:
                      self.loops_tracked, self.evictions, self.db_write_duration, self.inflight, self.late_spans,
                      self.held_spans]
         self.metric_set = MetricSet(families, skipped=self.unwritable)
-        # the fleet families' label keys per (kind, decision, agent, service), by (family, side or invariant)
-        self._key_cache: dict[tuple[str, str, str, str], dict[tuple[str, str], Key]] = {}
+        # the fleet families' label keys per (kind, decision, agent, service, agent version), by (family, side or
+        # invariant)
+        self._key_cache: dict[Base, dict[tuple[str, str], Key]] = {}
         self._pairs: dict[tuple[str, str], tuple[str, str]] = {}
 
     def forget_labels(self) -> None:
-        """Forget the admitted agent and service names (before the state is reloaded from the database)."""
+        """Forget the admitted agent and service names and agent versions (before the state is reloaded from
+        the database)."""
         self.services = BoundedValues(self.services.cap)
         self.agents = BoundedValues(self.agents.cap)
+        self.versions = agent_versions(self.versions.cap)
         self._pairs.clear()
 
     def label_pair(self, service: str, agent: str) -> tuple[str, str]:
@@ -190,11 +203,15 @@ class Instruments:
     def observe(self, observed: Iterable[tuple[MutationRecord, tuple[str, str]]]) -> None:
         """Count one request's accepted mutation spans, each with its loop's bounded (service, agent).
 
-        Spans are grouped by their label tuple first, so each series is updated once per request."""
+        Spans are grouped by their label tuple first, so each series is updated once per request. The agent
+        version is the span's own (bounded; "" when it sends none)."""
         now = time.time()
-        groups: dict[tuple[str, str, str, str], list[MutationRecord]] = {}
+        groups: dict[Base, list[MutationRecord]] = {}
+        version_of = self.versions.value
         for record, (service, agent) in observed:
-            base = (semconv.bounded_kind(record.kind), record.decision, agent, service)
+            version = record.agent_version
+            base = (semconv.bounded_kind(record.kind), record.decision, agent, service,
+                    version_of(version) if version else "")
             group = groups.get(base)
             if group is None:
                 groups[base] = [record]
@@ -203,39 +220,50 @@ class Instruments:
         for base, records in groups.items():
             self.agents.seen(base[2], now)
             self.services.seen(base[3], now)
+            self.versions.seen(base[4], now)
             self._observe_group(base, records)
 
     # --- label values: ageing out and persistence ------------------------------------------------------
     def sweep_labels(self, now: float, ttl: float) -> None:
         """Free the service and agent values no span carried within `ttl` seconds and no tracked loop
-        holds, dropping their series (so their room in the budget and their label slot go to others)."""
+        holds, and the agent versions no span carried within `ttl`, dropping their series (so their room in
+        the budget and their label slot go to others)."""
         if not ttl:
             return
         held = list(self.loops.values)
-        for position, (label, bounded) in enumerate((("service", self.services), ("agent", self.agents))):
-            freed = bounded.expire(now - ttl, {key[position] for key in held})
+        # (label, its values, its place in a loop's (service, agent) pair: loops hold no version)
+        for label, bounded, in_pair in (("service", self.services, 0), ("agent", self.agents, 1),
+                                        ("agent_version", self.versions, None)):
+            freed = bounded.expire(now - ttl, set() if in_pair is None else {key[in_pair] for key in held})
             if not freed:
                 continue
             for family in self.metric_set.families.values():
                 family.forget(label, freed)
-            index = 3 if label == "service" else 2
+            index = _BASE_INDEX[label]
             self._key_cache = {base: keys for base, keys in self._key_cache.items() if base[index] not in freed}
-            self._pairs = {pair: labels for pair, labels in self._pairs.items() if pair[position] not in freed}
+            if in_pair is not None:
+                self._pairs = {pair: labels for pair, labels in self._pairs.items() if pair[in_pair] not in freed}
+
+    def _bounded_labels(self) -> tuple[BoundedValues, ...]:
+        """The bounded values of each `LABEL_STATE_KEYS` entry, in that order."""
+        return self.services, self.agents, self.versions
 
     def take_label_state(self, force: bool = False) -> dict[str, Any]:
         """The admitted values and their last-seen times to persist, when they changed (or `force`)."""
-        if not (force or self.services.changed or self.agents.changed):
+        bounded = self._bounded_labels()
+        if not (force or any(b.changed for b in bounded)):
             return {}
-        self.services.changed = self.agents.changed = False
-        return {"services": self.services.state(), "agents": self.agents.state()}
+        for b in bounded:
+            b.changed = False
+        return {key: b.state() for key, b in zip(LABEL_STATE_KEYS, bounded, strict=True)}
 
     def restore_labels(self, saved: Mapping[str, Any]) -> None:
         """Admit the persisted values (`take_label_state`'s keys; missing ones are empty)."""
-        self.services.restore(saved.get("services") or [])
-        self.agents.restore(saved.get("agents") or [])
+        for key, bounded in zip(LABEL_STATE_KEYS, self._bounded_labels(), strict=True):
+            bounded.restore(saved.get(key) or [])
 
-    def _observe_group(self, base: tuple[str, str, str, str], records: list[MutationRecord]) -> None:
-        """Record a group of spans with one (kind, decision, agent, service) by the guard's rule
+    def _observe_group(self, base: Base, records: list[MutationRecord]) -> None:
+        """Record a group of spans with one (kind, decision, agent, service, agent version) by the guard's rule
         (`ctxwatch.telemetry.fleet`), each series updated once for the group."""
         kind, decision = base[0], base[1]
         lost = use = result = 0
@@ -261,7 +289,7 @@ class Instruments:
             if not isinstance(counter, Counter):
                 raise TypeError(f"{slot[0]} is not a counter")
             counter.inc(keys.get(slot) or self._new_key(keys, base, slot), amount)
-        figures = ((r.pass_number, r.d, r.lost, r.before) for r in records)
+        figures = ((r.pass_number, r.d, r.lost, r.before, r.tokens_before) for r in records)
         for spec, values in fleet_rule.observations(kind, decision, figures):
             histogram = self._fleet[spec.name].family
             if not isinstance(histogram, Histogram):
@@ -273,8 +301,7 @@ class Instruments:
             if total or cache_key not in counter.values:  # a series from the agent's first span on, 0 or not
                 counter.inc(cache_key, total)
 
-    def _new_key(self, keys: dict[tuple[str, str], Key], base: tuple[str, str, str, str], slot: tuple[str, str]
-                 ) -> Key:
+    def _new_key(self, keys: dict[tuple[str, str], Key], base: Base, slot: tuple[str, str]) -> Key:
         """The label key of the family named `slot[0]` for `base` and the side or invariant `slot[1]` (cached)."""
         key = keys[slot] = self._fleet[slot[0]].key((*base, slot[1]))
         return key

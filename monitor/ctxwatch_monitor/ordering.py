@@ -97,7 +97,7 @@ class LoopOrder:
         self.seen = 0.0                                  # when a span of the episode last arrived
         self.instance: str | None = None                 # the guard instance whose numbering the loop follows
         self.candidate_instance: str | None = None       # ... and the candidate episode's (another: a restart)
-        self.left: list[str | None] = []                 # the instances the loop left, the last one first
+        self.left: tuple[str | None, ...] = ()           # the instances the loop left, the last one first
 
     @property
     def waiting(self) -> bool:
@@ -121,7 +121,8 @@ class LoopOrder:
         return _encode({"next": self.next, "since": self.since, "candidate": self.candidate,
                         "previous": self.previous, "source": self.source, "reason": self.reason,
                         "gap": self.gap, "seen": self.seen, "candidate_seen": self.candidate_seen,
-                        "instance": self.instance, "candidate_instance": self.candidate_instance, "left": self.left,
+                        "instance": self.instance, "candidate_instance": self.candidate_instance,
+                        "left": list(self.left),
                         "pending": [_stored(r) for r in self.pending.values()],
                         "candidates": [_stored(r) for r in self.candidates.values()]})
 
@@ -136,7 +137,7 @@ class LoopOrder:
             order.reason, order.gap = data.get("reason"), data.get("gap")
             order.candidate_seen = data.get("candidate_seen", 0.0)
             order.instance, order.candidate_instance = data.get("instance"), data.get("candidate_instance")
-            order.left = data.get("left", [])
+            order.left = tuple(data.get("left", ()))
             order.pending = _by_sequence(map(_record, data.get("pending", ())))
             order.candidates = _by_sequence(map(_record, data.get("candidates", ())))
         return order
@@ -242,7 +243,7 @@ class Sequencer:
         held, left = order.candidates, loop.episode
         self._new_episode(loop, order.candidate, now)
         if restart:  # every span of the instance left is late from now on: it cannot clear its successor's state
-            order.left = [order.instance, *order.left][:MAX_LEFT_INSTANCES]
+            order.left = (order.instance, *order.left)[:MAX_LEFT_INSTANCES]
             order.instance, order.previous = order.candidate_instance, None
         else:
             order.previous = left

@@ -45,7 +45,7 @@ def _history_times_in_ms(conn: sqlite3.Connection) -> None:
     conn.executemany("UPDATE loops SET history=? WHERE loop_id=?", updates)
 
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 # what turns a state file of an earlier schema into the next one (a monitor upgrade keeps its loops): SQL
 # statements, or a function of the connection
 _MIGRATIONS: dict[str, tuple[str | Callable[[sqlite3.Connection], None], ...]] = {
@@ -53,7 +53,11 @@ _MIGRATIONS: dict[str, tuple[str | Callable[[sqlite3.Connection], None], ...]] =
           "ALTER TABLE loops ADD COLUMN episode_start REAL"),
     "2": ("ALTER TABLE loops ADD COLUMN ordering TEXT",),
     "3": ("ALTER TABLE loops ADD COLUMN oncall TEXT",),
-    "4": (_history_times_in_ms,)}
+    # ctxwatch_mutations_total gained its last label, agent_version: "" (none sent) for the series
+    # kept so far, written as json.dumps writes the key (the text is the row's primary key)
+    "4": ("UPDATE series SET labels = substr(labels, 1, length(labels) - 1) || ', \"\"]' "
+          "WHERE family = 'ctxwatch_mutations_total'",),
+    "5": (_history_times_in_ms,)}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -21,7 +21,8 @@ from .otlp_codec import RawSpan
 
 RESOURCE_SERVICE_NAME = "service.name"
 AGENT_NAME = semconv.GENAI_V1_41.agent_name
-MAX_ID_LENGTH = 256          # loop ids, agent and service names
+AGENT_VERSION = semconv.GENAI_V1_41.agent_version
+MAX_ID_LENGTH = 256          # loop ids, agent and service names, agent versions
 MAX_TOKEN_LENGTH = 64        # kinds, invariant ids, states
 MAX_ERROR_TYPE_LENGTH = 128  # error.type: an exception class name
 ERROR_TYPE = semconv.GENAI_V1_41.error_type
@@ -30,10 +31,11 @@ MAX_LIST_LENGTH = 64         # entries in ctxwatch.violations / ctxwatch.warning
 _INT_KEYS = frozenset({
     semconv.PASS_NUMBER, semconv.PASS_CAP, semconv.LITERALS_BEFORE, semconv.LITERALS_LOST,
     semconv.ORPHANS_TOOL_USE, semconv.ORPHANS_TOOL_RESULT, semconv.EPISODE, semconv.SEQUENCE,
-    semconv.CONTRACTION_CYCLE, semconv.SIZE_AFTER, *semconv.CACHE_FIGURES,
+    semconv.CONTRACTION_CYCLE, semconv.SIZE_AFTER, semconv.TOKENS_BEFORE, *semconv.CACHE_FIGURES,
 })
 _STRING_LIMITS = {
     semconv.LOOP_ID: MAX_ID_LENGTH, semconv.SERVICE_NAME: MAX_ID_LENGTH, AGENT_NAME: MAX_ID_LENGTH,
+    AGENT_VERSION: MAX_ID_LENGTH,
     semconv.MUTATION_KIND: MAX_TOKEN_LENGTH, semconv.DECISION: MAX_TOKEN_LENGTH,
     semconv.CONTRACTION_STATE: MAX_TOKEN_LENGTH, ERROR_TYPE: MAX_ERROR_TYPE_LENGTH,
     semconv.GUARD_INSTANCE: MAX_TOKEN_LENGTH,
@@ -54,8 +56,8 @@ class MutationRecord:
 
     __slots__ = ("loop_id", "service", "agent", "kind", "decision", "pass_number", "pass_cap", "d", "before",
                  "lost", "orphans_tool_use", "orphans_tool_result", "violations", "warnings", "guard_state",
-                 "episode", "end_ns", "sequence", "guard_cycle", "size_after", "error_type", "cache",
-                 "instance")
+                 "episode", "end_ns", "sequence", "guard_cycle", "size_after", "error_type", "cache", "agent_version",
+                 "tokens_before", "instance")
 
     def __init__(self, attrs: dict[str, Any], end_ns: int) -> None:
         """`attrs` are the span's type-checked attributes; `validate` checks the rest and fills in
@@ -65,6 +67,8 @@ class MutationRecord:
         self.service: str = get(semconv.SERVICE_NAME) or ""
         self.end_ns = end_ns
         self.agent: str = get(AGENT_NAME) or ""
+        self.agent_version: str = get(AGENT_VERSION) or ""      # "": not sent (its label is bounded when counted)
+        self.tokens_before: int | None = get(semconv.TOKENS_BEFORE)  # the agent's own count (Claude Code preTokens)
         self.kind: str = get(semconv.MUTATION_KIND) or ""
         self.decision: str = get(semconv.DECISION) or ""
         self.pass_number, self.pass_cap = get(semconv.PASS_NUMBER), get(semconv.PASS_CAP)

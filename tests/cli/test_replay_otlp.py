@@ -1,6 +1,8 @@
 """Issue 7 §2 `--otlp URL`: the guard's spans backfilled into a real monitor subprocess
 (`python -m ctxwatch_monitor --port 0 --state :memory:`) over real OTLP/HTTP on 127.0.0.1; the
-monitor then tracks each session's loop, and its detector (record 003) reaches the replay's verdict."""
+monitor then tracks each session's loop, and its detector (record 003) reaches the replay's verdict.
+Issue 18: the monitor's compaction counter carries each coding-agent session's recorded version, and its
+tokens-before histogram holds the recorded ``preTokens`` of every Claude Code compaction."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ import socket
 import urllib.request
 from pathlib import Path
 
+import httpx
 import pytest
-from corpus_files import of_kind, readable_files
+from corpus_files import jsonl, kind_of, of_kind, readable_files
+from prometheus_client.parser import text_string_to_metric_families
 from replay_fixtures import ctxwatch, loop_detail, replay_json, write_snapshots
 
 from ctxwatch.demo.monitor_process import MonitorClient
@@ -51,6 +55,43 @@ def test_backfill_into_a_monitor(monitor: MonitorClient, corpus: Path, tmp_path:
     assert loops[absorbing["loop_id"]]["state"] == "contracting"
     assert loops[absorbing["loop_id"]]["flagged_cycle"] == absorbing["verdict"]["entered_at"]
     assert loops[absorbing["loop_id"]]["onset"] == absorbing["verdict"]["onset"]
+    _versions_and_tokens_before_reach_the_metrics(monitor.url, files, doc)
+
+
+def _recorded_version(path: Path) -> str | None:
+    """The agent version a Claude Code or Codex file records first, read from its raw records."""
+    for _, record in jsonl(path):
+        if record.get("type") == "session_meta":  # Codex
+            version = (record.get("payload") or {}).get("cli_version")
+        else:  # Claude Code: on every record
+            version = record.get("version")
+        if isinstance(version, str):
+            return version
+    return None
+
+
+def _versions_and_tokens_before_reach_the_metrics(url: str, files: list[Path], doc: dict) -> None:
+    samples = [s for f in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=30).text)
+               for s in f.samples]
+    versions: dict[str, set[str]] = {}
+    for s in samples:
+        if s.name == "ctxwatch_mutations_total" and s.value:
+            versions.setdefault(s.labels["agent"], set()).add(s.labels["agent_version"])
+    for fmt in ("claude_code", "codex"):
+        recorded = {_recorded_version(f) for f in files if kind_of(f) == fmt}
+        assert recorded and None not in recorded and versions[fmt] == recorded, fmt
+    assert versions["swe_agent"] == {""}  # not a coding agent `ctxwatch watch` follows: no version read
+    pre_tokens = [m["pre_tokens"] for s in doc["sessions"] if s["format"] == "claude_code" for m in s["mutations"]
+                  if m["kind"] == "compact" and m["pre_tokens"] is not None]
+    assert pre_tokens
+    tokens = {s.name: s.value for s in samples if s.name.startswith("ctxwatch_rewrite_tokens_before_")
+              and s.labels.get("agent") == "claude_code" and s.labels.get("kind") == "compact"
+              and s.labels.get("le") in (None, "+Inf")}
+    assert tokens == {"ctxwatch_rewrite_tokens_before_sum": sum(pre_tokens),
+                      "ctxwatch_rewrite_tokens_before_count": len(pre_tokens),
+                      "ctxwatch_rewrite_tokens_before_bucket": len(pre_tokens)}
+    assert not [s for s in samples if s.name.startswith("ctxwatch_rewrite_tokens_before_")
+                and s.labels.get("agent") not in ("claude_code", None) and s.value]  # no other agent records one
 
 
 def test_loop_id_is_derived_from_the_file_and_agent_can_be_named(monitor: MonitorClient, corpus: Path,

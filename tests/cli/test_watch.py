@@ -4,9 +4,10 @@ monitor subprocess (``python -m ctxwatch_monitor --port 0 --state :memory:``) ov
 The session is a real corpus Claude Code session (picked because it holds compactions and a
 ``microcompact_boundary``), written into a temporary HOME line by line by the test while the
 watcher runs; the monitor's per-loop figures are compared with ``ctxwatch replay`` on the finished
-file, the cycle times with the timestamps recorded in the file. Each compaction and microcompaction must
-reach the monitor while the session is still being written, within `ARRIVAL_BOUND_S` of its line being
-written: a bound generous enough for a loaded machine (a liveness check, not a latency figure — the
+file, the cycle times with the timestamps recorded in the file, the compaction counter's version label
+and the tokens-before histogram with the version and ``preTokens`` the file records. Each compaction and
+microcompaction must reach the monitor while the session is still being written, within `ARRIVAL_BOUND_S`
+of its line being written: a bound generous enough for a loaded machine (a liveness check, not a latency figure — the
 issue's 2 s is measured by bench/bench_watch.py, "pickup").
 """
 
@@ -29,6 +30,8 @@ from pathlib import Path, PurePath
 
 import pytest
 from corpus_files import claude_code_compactions, claude_code_message_records, claude_code_microcompacts, jsonl, of_kind
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 from replay_fixtures import claude_code_lines, ctxwatch, loop_detail, replay_json
 
 from ctxwatch.demo.monitor_process import MonitorClient
@@ -123,6 +126,13 @@ def accepted_spans(client: MonitorClient) -> float:
     return float(match.group(1)) if match else 0.0
 
 
+def metric_samples(client: MonitorClient) -> list[Sample]:
+    """Every sample of the monitor's /metrics."""
+    with urllib.request.urlopen(client.url + "/metrics", timeout=10) as resp:  # noqa: S310 - loopback
+        text = resp.read().decode()
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
 def recorded_s(path: Path, line: int) -> float:
     record = dict(jsonl(path))[line]
     return datetime.fromisoformat(record["timestamp"]).timestamp()
@@ -201,6 +211,16 @@ def test_a_claude_code_session_written_live_reaches_the_monitor_as_replay_sees_i
     for cycle, m in zip(rewrites, session["mutations"], strict=True):
         recorded = recorded_s(target, m["line"])  # as recorded in the file, not when it was written here
         assert cycle["time"] == pytest.approx(recorded, abs=history_resolution(recorded, detail["first_seen"]))
+    # issue 18: the compaction counter by the recorded version, the histogram of the recorded preTokens
+    samples = metric_samples(monitor)
+    versions = {s.labels["agent_version"] for s in samples if s.name == "ctxwatch_mutations_total" and s.value}
+    assert versions == {next(r["version"] for _, r in jsonl(original) if isinstance(r.get("version"), str))}
+    tokens = {s.labels["kind"]: s.value for s in samples if s.name == "ctxwatch_rewrite_tokens_before_sum"}
+    recorded_tokens: dict[str, int] = {}
+    for m in session["mutations"]:
+        if m["pre_tokens"] is not None:
+            recorded_tokens[m["kind"]] = recorded_tokens.get(m["kind"], 0) + m["pre_tokens"]
+    assert recorded_tokens and tokens == recorded_tokens
 
 
 def test_a_restart_in_the_middle_of_a_file_neither_loses_nor_repeats_a_span(

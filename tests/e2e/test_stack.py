@@ -1,6 +1,10 @@
 """The monitoring mixin against real Prometheus and Alertmanager, all on loopback (issue 6, DESIGN.md data flow).
 
-One simulated fleet (tests/e2e/mixin_fleet.py: real ContextGuards, real OTel SDK, OTLP/HTTP) is exported
+One simulated fleet (tests/e2e/mixin_fleet.py: real ContextGuards, real OTel SDK, OTLP/HTTP), then a real
+Claude Code session of the corpus backfilled as ``replay --otlp`` does it (agent ``claude-code``, service
+``coding-agents``: the coding-agent fleet of issue 18, with its version and its tokens before each compaction;
+paused after its first span and each mutation until Prometheus has scraped them, so its counters have rates
+and start alike on every replica), are exported
 three ways at once:
 
   job ctxwatch-monitor          one monitor fed every span
@@ -15,6 +19,8 @@ config) which delivers them to the shipped webhook receiver. Then:
 - record 003: CtxwatchLoopContracting fires for the agent whose loops contract (absorber) and for no
   other agent, and Alertmanager delivers it to the webhook;
 - every rule expression and every dashboard panel expression parses and returns data;
+- the coding-agent panels: compactions by agent and version carry the session's recorded version, and the
+  tokens-before-compaction quantiles lie within the buckets of its recorded ``preTokens``;
 - sharding: the fleet-level recording rules over the two replicas equal those over the single monitor.
 """
 
@@ -23,12 +29,14 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from corpus_files import claude_code_pre_tokens, claude_code_with_pre_tokens, jsonl
 from mixin_fleet import AGENTS, CONTRACTING_AGENT, HEALTHY_AGENT, SERVICE, Fleet, ShardRouter, SpanCount, shard_of
 from mixin_names import shipped_rules
 from mixin_stack import (
@@ -49,6 +57,11 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from ctxwatch import semconv
+from ctxwatch.literals import LiteralRegistry
+from ctxwatch.replay.audit import MutationAudit, Observer, audit_session
+from ctxwatch.replay.backfill import Backfill, session_backfill
+from ctxwatch.sessions import Mutation, Session, Snapshot
 from ctxwatch.telemetry.mutation import MutationTelemetry
 
 pytestmark = [
@@ -61,6 +74,7 @@ SINGLE, SHARDED, CAPPED, DOWN = ("ctxwatch-monitor", "ctxwatch-monitor-sharded",
                                  "ctxwatch-monitor-down")
 CYCLES = 24          # mutations per loop, one per round (one round per scrape)
 ALERT_TIMEOUT = 120.0
+CODING_AGENT, CODING_SERVICE = "claude-code", "coding-agents"  # the replayed session's labels
 # Substitutions for the dashboards' template variables (see _panel_expressions for `agent`).
 VARIABLES = {"job": "ctxwatch-monitor.*", "service": ".*", "instance": ".*", "monitor_url": "", "loop": ""}
 
@@ -89,6 +103,8 @@ class Stack:
     fleet: Fleet
     spans: int
     sharded_loops: list[set[str]]
+    session: Path  # the replayed Claude Code session
+    replayed_at: float  # when Prometheus had scraped all of it (unix s): rates over it are read at this time
 
 
 def _accepted(prom: PromQL, job: str) -> float:
@@ -96,23 +112,70 @@ def _accepted(prom: PromQL, job: str) -> float:
     return float(result[0]["value"][1]) if result else 0.0
 
 
-def _drive(fleet: Fleet, provider: TracerProvider, count: SpanCount, ingest_urls: list[str], prom: PromQL) -> int:
-    """Run the fleet round by round; after each round wait until Prometheus has scraped its spans (the
-    decisions and the append spans of observed turns) from both the single monitor and the replicas, so
-    each round lands in its own scrape. Returns the spans sent."""
-    sent = 0
-    while fleet.step():
-        sent = count.ended
-        assert provider.force_flush(30_000)
-        for url in ingest_urls:
-            _bad_requests(url)
-        wait_for(f"Prometheus to scrape {sent} spans", lambda n=sent: all(
-            _accepted(prom, job) == n for job in (SINGLE, SHARDED)), 60, interval=0.1)
+def _until_scraped(provider: TracerProvider, count: SpanCount, prom: PromQL) -> int:
+    """Send the spans ended so far and wait until Prometheus has scraped them from both the single monitor
+    and the replicas; returns how many there are."""
+    sent = count.ended
+    assert provider.force_flush(30_000)
+    wait_for(f"Prometheus to scrape {sent} spans", lambda: all(
+        _accepted(prom, job) == sent for job in (SINGLE, SHARDED)), 60, interval=0.1)
     return sent
 
 
+def _drive(fleet: Fleet, provider: TracerProvider, count: SpanCount, ingest_urls: list[str], prom: PromQL) -> int:
+    """Run the fleet round by round; after each round wait until Prometheus has scraped its spans (the
+    decisions and the append spans of observed turns), so each round lands in its own scrape. Returns the
+    spans sent."""
+    sent = 0
+    while fleet.step():
+        assert provider.force_flush(30_000)
+        for url in ingest_urls:
+            _bad_requests(url)
+        sent = _until_scraped(provider, count, prom)
+    return sent
+
+
+class _Paced(Observer):
+    """The replay's span emitter, waiting until Prometheus has scraped what it sent after the session's first
+    span and after each recorded mutation: every series the session opens (its appends, each mutation's kind,
+    its findings) is first scraped at the value it was born with on every target alike, and the compactions
+    land in scrapes of their own (the version and tokens-before series have rates). Without this, a series
+    born inside a burst of appends starts at a different value on each replica, and the sharding check below
+    would compare scrape alignments instead of sums."""
+
+    def __init__(self, backfill: Backfill, scraped: Callable[[], object]) -> None:
+        self.backfill, self.scraped = backfill, scraped
+
+    def started(self, session: Session) -> None:
+        self.backfill.started(session)
+
+    def snapshot(self, snapshot: Snapshot) -> None:
+        first = not self.backfill.spans
+        self.backfill.snapshot(snapshot)
+        if first and self.backfill.spans:
+            self.scraped()
+
+    def mutation(self, mutation: Mutation, audit: MutationAudit) -> None:
+        self.backfill.mutation(mutation, audit)
+        self.scraped()
+
+
+def _replay(path: Path, telemetry: MutationTelemetry, provider: TracerProvider, count: SpanCount,
+            prom: PromQL) -> tuple[int, str]:
+    """Backfill the session `path` as ``replay --otlp`` does (`session_backfill`), paced by `_Paced`; returns
+    the spans sent in all and the session's loop id."""
+    registry = LiteralRegistry()
+    audit = audit_session(path, registry=registry, observer_for=lambda a: _Paced(session_backfill(
+        a, telemetry, lambda: provider.force_flush(30_000), agent=CODING_AGENT, service=CODING_SERVICE,
+        registry=registry), lambda: _until_scraped(provider, count, prom)))
+    assert audit.readable and len([m for m in audit.mutations if m.kind == "compact"]) >= 2, audit.error
+    return _until_scraped(provider, count, prom), audit.loop_id
+
+
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Iterator[Stack]:
+    sessions = claude_code_with_pre_tokens(corpus, compactions=2)
+    assert sessions, "no Claude Code session with two compactions recording preTokens in the corpus"
     tmp = tmp_path_factory.mktemp("mixin")
     services: list[Service] = []
     provider = TracerProvider(resource=Resource.create({"service.name": "mixin-fleet"}))
@@ -139,13 +202,22 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         for target in (exporter(single), ShardRouter([exporter(shard0), exporter(shard1)]), exporter(capped)):
             provider.add_span_processor(BatchSpanProcessor(target, schedule_delay_millis=100))
         fleet = Fleet(MutationTelemetry(tracer_provider=provider), CYCLES)
-        spans = _drive(fleet, provider, count, [single.url, shard0.url, shard1.url], prom)
-        sharded = [{loop for loop in fleet.loops if shard_of(loop, REPLICAS) == i} for i in range(REPLICAS)]
-        yield Stack(prom, receiver, fleet, spans, sharded)
+        _drive(fleet, provider, count, [single.url, shard0.url, shard1.url], prom)
+        spans, replayed = _replay(sessions[0], fleet.telemetry, provider, count, prom)
+        sharded = [{loop for loop in (*fleet.loops, replayed) if shard_of(loop, REPLICAS) == i}
+                   for i in range(REPLICAS)]
+        yield Stack(prom, receiver, fleet, spans, sharded, sessions[0], time.time())
     finally:
         provider.shutdown()
         for service in reversed(services):
             service.stop()
+
+
+def _simulated(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The alerts about the simulated fleet's agents, and those about no agent (the monitor's own): what the
+    replayed real session raises is a fact of that session (its compactions lose most literals), not a
+    scenario of this test."""
+    return [a for a in alerts if "agent" not in a["labels"] or a["labels"]["agent"] in AGENTS]
 
 
 def _delivered(receiver: Service) -> list[dict[str, Any]]:
@@ -160,8 +232,8 @@ def test_contracting_agent_alert_reaches_the_webhook(stack: Stack) -> None:
     assert absorbers and all(len(decisions) == CYCLES for decisions in absorbers)
 
     def delivered_contracting() -> list[dict[str, Any]]:
-        return [a for a in _delivered(stack.receiver)
-                if a["alertname"] == "CtxwatchLoopContracting" and a["status"] == "firing"]
+        return [a for a in _delivered(stack.receiver) if a["alertname"] == "CtxwatchLoopContracting"
+                and a["status"] == "firing" and a["labels"]["agent"] in AGENTS]
     delivered = wait_for("CtxwatchLoopContracting to reach the webhook", delivered_contracting, ALERT_TIMEOUT)
     assert {a["labels"]["agent"] for a in delivered} == {CONTRACTING_AGENT}
     assert {a["labels"]["service"] for a in delivered} == {SERVICE}
@@ -170,7 +242,7 @@ def test_contracting_agent_alert_reaches_the_webhook(stack: Stack) -> None:
     assert alert["annotations"]["runbook_url"].endswith("docs/operations.md#ctxwatchloopcontracting")
     assert "instruction absorption" in alert["annotations"]["description"]
 
-    firing = stack.prom.firing()
+    firing = _simulated(stack.prom.firing())
     contracting = [a for a in firing if a["labels"]["alertname"] == "CtxwatchLoopContracting"]
     assert {(a["labels"]["job"], a["labels"]["agent"]) for a in contracting} >= {
         (SINGLE, CONTRACTING_AGENT), (SHARDED, CONTRACTING_AGENT)}
@@ -193,7 +265,7 @@ def test_every_alert_fires_for_its_scenario(stack: Stack) -> None:
         names = {a["labels"]["alertname"] for a in firing}
         return firing if names >= {*expected, "CtxwatchMonitorDown", "CtxwatchIngestRejecting",
                                     "CtxwatchLoopBlocked"} else None
-    firing = wait_for("every alert to fire", all_firing, ALERT_TIMEOUT)
+    firing = _simulated(wait_for("every alert to fire", all_firing, ALERT_TIMEOUT))
     for name, agent in expected.items():
         assert {a["labels"]["agent"] for a in firing if a["labels"]["alertname"] == name} == {agent}, name
     # every refusal of orphaner's and editor's loops names the same invariant: blocked; capped's refusals
@@ -269,6 +341,36 @@ def test_the_prompt_cache_panel_shows_what_deferral_saved(stack: Stack) -> None:
                                                        or 0) > 0, 60)
     assert rate("job_service_agent:ctxwatch_cache_invalidated_tokens:rate5m") == 0
     assert set(stack.fleet.decisions["deferrer-0"]) == {"defer"}
+
+
+def test_the_coding_agent_panels_show_the_replayed_session(stack: Stack) -> None:
+    """Issue 18: the fleet board's compactions by agent and version carry the version the session file
+    records (the guarded fleet, which configures none, has no version label), and its tokens-before-
+    compaction quantiles lie within the buckets of the session's recorded preTokens."""
+    (version,) = {r["version"] for _, r in jsonl(stack.session) if isinstance(r.get("version"), str)}
+    pre_tokens = claude_code_pre_tokens(stack.session)
+    prom = stack.prom
+    coding = f'{{job="{SINGLE}", agent="{CODING_AGENT}", kind="compact"}}'
+    by_version = "job_service_agent_agent_version_kind:ctxwatch_mutations_applied:rate5m" + coding
+    # read at one time, once the rules have been evaluated over the last scrape (and while the session's
+    # compactions are within the 5m windows)
+    settled = lambda: min(time.time(), stack.replayed_at + 30)  # noqa: E731
+    wait_for("the rules over the replayed session", lambda: prom.query(by_version, settled()), 60)
+    at = settled()
+    counted = prom.series_values(f'sum by (agent, agent_version) (ctxwatch_mutations_total{{job="{SINGLE}", '
+                                 'kind="compact", decision="patch"})', at)
+    assert {dict(key).get("agent_version"): value for key, value in counted.items()
+            if dict(key)["agent"] == CODING_AGENT} == {version: len(pre_tokens)}
+    assert all("agent_version" not in dict(key) for key in counted if dict(key)["agent"] != CODING_AGENT)
+    assert {dict(key).get("agent_version") for key in prom.series_values(by_version, at)} == {version}
+
+    bounds = (0.0, *(semconv.TOKENS_BEFORE_HISTOGRAM.buckets or ()), float("inf"))
+    low = max(b for b in bounds if b < min(pre_tokens))
+    high = min(b for b in bounds if b >= max(pre_tokens))
+    buckets = "job_service_agent_kind_le:ctxwatch_rewrite_tokens_before_bucket:rate5m" + coding
+    for q in (0.5, 0.9):
+        (sample,) = prom.query(f"histogram_quantile({q}, sum by (le) ({buckets}))", at)
+        assert low <= float(sample["value"][1]) <= high, (q, sample, pre_tokens)
 
 
 # Rules whose value is a level (a gauge summed over replicas): equal exactly, as are the raw counters and

@@ -15,7 +15,7 @@ from ctxwatch.simulate.meter import judge
 # figures (d, literals_before, literals_lost, size of Q_t)
 CALM = (0.40, 20, 0, 1000)      # no loss: clear
 PEAK = (0.60, 20, 12, 1000)     # d < r but d is at a new high: neither evidence nor clear
-EVIDENCE = (0.30, 20, 12, 700)  # buffer contracting (700 <= 0.8 x 1000), d below its peak, losing, d < r=0.60
+EVIDENCE = (0.30, 20, 20, 700)  # keeps no literal (0 <= 0.5 x the recent median kept): contracting; d < r=1
 NEITHER = (0.58, 20, 12, 700)   # in contracting: not clear (d < r + margin)
 
 
@@ -226,26 +226,38 @@ def test_a_flat_d_with_a_steady_buffer_is_no_convergence_however_long_it_runs():
     assert sum(v.evidence for v in verdicts) == 40  # every dip is evidence on its own, never two within a window
 
 
-def test_d_falling_is_convergence_without_sizes_and_a_contracting_buffer_is_with_them():
+def test_d_falling_is_convergence_and_so_are_the_kept_literals_contracting_but_not_the_size_alone():
     by_trend = _feed(ContractionDetector(), (0.6, 20, 0), (0.5, 20, 10), (0.3, 20, 12), (0.15, 20, 12))
     assert [v.evidence for v in by_trend] == [False, False, True, True] and by_trend[-1].entered
-    by_size = _feed(ContractionDetector(), (0.5, 20, 0, 3000), (0.5, 20, 12, 2000), (0.5, 20, 12, 1400))
-    assert [v.contracted for v in by_size] == [False, True, True] and by_size[-1].entered
-    steady = _feed(ContractionDetector(), (0.5, 20, 0, 3000), (0.5, 20, 12, 2900), (0.5, 20, 12, 2950))
-    assert not any(v.evidence for v in steady)
+    by_kept = _feed(ContractionDetector(), (0.5, 20, 0, 3000), (0.5, 20, 12, 3000), (0.5, 20, 16, 3000))
+    assert [v.contracted for v in by_kept] == [False, True, True] and by_kept[-1].entered  # kept 20 -> 8 -> 4
+    by_size = _feed(ContractionDetector(), (0.5, 20, 12, 3000), (0.5, 20, 12, 2000), (0.5, 20, 12, 1400))
+    assert not any(v.contracted or v.evidence for v in by_size)  # the buffer shrinks, what it keeps does not
 
 
-def test_a_state_persisted_without_sizes_loads_and_sizes_round_trip():
+def test_a_buffer_whose_size_swings_while_d_stays_flat_never_enters():
+    """Review D1: post-rewrite sizes moving by +-25% cycle to cycle (1-3 tool calls a step) with d flat
+    near 0.5 below r and the same number of literals kept; the size swings make the net distance dip,
+    and neither the dips nor the swings are a trend."""
+    det = ContractionDetector()
+    sizes = [1000, 1198, 828, 900, 1086, 825, 1067, 694, 809, 975] * 30
+    verdicts = _feed(det, *[(0.50 + (i % 3 - 1) * 0.03, 20, 12 + i % 2, size) for i, size in enumerate(sizes)])
+    assert det.state == "healthy" and not any(v.evidence for v in verdicts)
+    assert any(v.d_net < 0.4 for v in verdicts)  # the dips are there, d as measured has no trend
+
+
+def test_a_state_persisted_before_version_3_loads_and_the_histories_round_trip():
     det = ContractionDetector()
     _feed(det, PEAK, EVIDENCE)
     data = det.to_dict()
-    assert data["sizes"] == [1000, 700]
-    old = {k: v for k, v in data.items() if k != "sizes"}
+    assert data["v"] == 3 and data["sizes"] == [700] and data["kept"] == [8, 0] and data["recent"] == [0.6, 0.3]
+    old = {k: v for k, v in data.items() if k not in ("sizes", "kept")} | {"v": 2}
     again = ContractionDetector.from_dict(old)
-    assert again.to_dict()["sizes"] == [] and again.update(*EVIDENCE).state == "healthy"  # no size history yet
+    assert again.to_dict()["kept"] == [] and again.to_dict()["recent"] == data["recent"]
     assert ContractionDetector.from_dict(data).update(*EVIDENCE).entered
-    with pytest.raises(ValueError, match="'sizes'"):
-        ContractionDetector.from_dict({**data, "sizes": [-3]})
+    for name, bad in (("sizes", [-3]), ("kept", [1.5]), ("recent", [2.0])):
+        with pytest.raises(ValueError, match=f"'{name}'"):
+            ContractionDetector.from_dict({**data, name: bad})
 
 
 def test_an_entry_run_lasts_a_window():

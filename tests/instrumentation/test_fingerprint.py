@@ -83,7 +83,17 @@ def test_fingerprint_is_the_same_in_another_process_with_another_hash_seed():
     assert out.stdout.strip() == str(here)
 
 
-POOL = _buffer(11, n=12, sentences=3) + [Message("user", ""), Message("user", [OpaquePart("image", '{"a":1}')])]
+# a tool output with more distinct bigrams (1,499) than 2 · lanes: its contribution is kept packed
+LONG = Message("tool", " ".join(f"line{i}" for i in range(1500)))
+POOL = _buffer(11, n=12, sentences=3) + [Message("user", ""), Message("user", [OpaquePart("image", '{"a":1}')]), LONG]
+
+
+def test_a_short_message_is_kept_as_its_lane_codes_and_a_long_one_packed():
+    fpr = Fingerprinter()
+    short, long = fpr.message(POOL[0]), fpr.message(LONG)
+    assert short.codes is not None and len(short.codes) == short.features < 2 * fpr.lanes
+    assert long.codes is None and long.features == 1499
+    assert fpr.buffer([POOL[0], LONG]).packed == short.packed + long.packed
 
 
 @settings(max_examples=60, deadline=None)

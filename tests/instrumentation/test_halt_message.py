@@ -2,7 +2,7 @@
 
 It used to say "the rewrite converges on its own directive" for every halted loop, also for loops with no
 directive at all. The finding now gives the cycle's own figures — onset, net hash distance, literal-loss
-rate, literals lost, the size trend — the same ones the detector judged, and no message text.
+rate, literals lost, the trend — the same ones the detector judged, and no message text.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def test_the_halt_names_the_detectors_figures_and_no_directive() -> None:
     assert f"net hash distance {verdict.d_net:.3f} {'<' if verdict.below else '>='} " \
            f"literal-loss rate {verdict.r:.3f}" in message
     assert f"{verdict.literals_lost} of {verdict.literals_before} literals lost" in message
-    trend = (f"the buffer contracting to size {verdict.size_after}" if verdict.contracted
+    kept = verdict.literals_before - verdict.literals_lost
+    trend = (f"the literals it keeps contracting ({kept} kept)" if verdict.contracted
              else "the hash distance converging" if verdict.shrinking else "no trend this cycle")
     assert trend in message
     assert "directive" not in message

@@ -305,6 +305,20 @@ def test_an_unhashable_gemini_record_type_is_passed_over(tmp_path: Path) -> None
     assert [len(s.messages) for s in read_session(path).snapshots()][-1] == 3  # the user turn, the call, its result
 
 
+@pytest.mark.parametrize("function_response", [None, [], "text", 7])
+def test_a_gemini_function_response_that_is_not_an_object_is_passed_over(tmp_path: Path,
+                                                                          function_response: object) -> None:
+    """Found by the fuzz profile: ``[{"functionResponse": null}]`` raised AttributeError in the reader."""
+    call = {"id": "read-1", "name": "read_file", "args": {}, "status": "success",
+            "result": [{"functionResponse": function_response}]}
+    record = {"id": "g1", "timestamp": "2026-01-02T10:00:02.000Z", "type": "gemini", "content": "Reading.",
+              "toolCalls": [call]}
+    path = tmp_path / "session.jsonl"
+    write_jsonl(path, [GEMINI_META, GEMINI_CLI[1], record], [])
+    assert_read_cleanly(path, "gemini_cli")
+    assert [len(s.messages) for s in read_session(path).snapshots()][-1] == 3  # the user turn, the call, its result
+
+
 def test_a_lone_surrogate_is_hashed_and_fingerprinted() -> None:
     """JSON's "\\ud800" reads as a lone surrogate, which has no UTF-8: the guard still digests it."""
     from ctxwatch import ContextGuard

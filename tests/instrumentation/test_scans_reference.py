@@ -1,8 +1,9 @@
 """The two scans behind every measurement give, bit for bit, what their straightforward references
 give (tests/support/reference_scans.py): the literal sets of `LiteralRegistry` (candidate tokens,
-prefilters) and the fingerprint contributions of `Fingerprinter` (translated split, one step per
-feature), on every message of every readable corpus session and on generated texts built from the
-characters each fast path treats specially."""
+prefilters, patterns compiled to begin with a character class) and the fingerprint contributions of
+`Fingerprinter` (split of the translated bytes, lane codes counted per update), on every message of
+every readable corpus session and on generated texts built from the characters each fast path treats
+specially."""
 
 from __future__ import annotations
 

@@ -375,6 +375,30 @@ def test_agent_names_past_the_cap_and_overlong_names_become_the_overflow_value(s
     assert "loop-" not in text
 
 
+def test_agent_versions_label_the_mutation_counter_only_bounded_and_version_like(sdk):
+    """The span keeps the caller's version; the metric label admits MAX_VERSION_VALUES version-like values,
+    the rest (past the cap, control characters, spaces, too long) is OVERFLOW, and only ctxwatch.mutations
+    carries it."""
+    telemetry = sdk.telemetry()
+    versions = [f"2.1.{n}" for n in range(semconv.MAX_VERSION_VALUES + 3)]
+    hostile = ["1.0\n2", "\x1b[0m", "a b", 'v"1"', "9" * (semconv.MAX_VERSION_LENGTH + 1)]
+    for n, version in enumerate([*versions, *hostile, "0.104.0-alpha.1+build_7"]):
+        telemetry.start(loop_id=f"loop-{n}", kind="compact", agent="claude-code", agent_version=version).end(
+            report("patch", agent="claude-code", loop_id=f"loop-{n}"))
+    telemetry.start(loop_id="unversioned", kind="compact", agent="claude-code").end(
+        report("patch", agent="claude-code", loop_id="unversioned"))
+    spans = sdk.spans.get_finished_spans()
+    assert spans[len(versions)].attributes["gen_ai.agent.version"] == "1.0\n2"  # the span keeps what it was given
+    counted = {a.get("gen_ai.agent.version"): v for a, v in sdk.points()["ctxwatch.mutations"]}
+    assert {v for v in counted if v not in (None, semconv.OVERFLOW)} == set(versions[:semconv.MAX_VERSION_VALUES])
+    assert counted[semconv.OVERFLOW] == 3 + len(hostile) + 1  # the cap is full for the valid last one too
+    assert counted[None] == 1  # no version: no attribute
+    for name, points in sdk.points().items():
+        if name != "ctxwatch.mutations":
+            assert all("gen_ai.agent.version" not in attributes for attributes, _ in points), name
+    assert semconv.is_version_label("0.104.0-alpha.1+build_7") and not semconv.is_version_label("")
+
+
 def test_an_unknown_kind_is_bounded_on_span_name_and_metrics(sdk):
     span = run(sdk, report("patch", kind="mystery"), kind="mystery")
     assert span.name == "ctxwatch _OTHER"

@@ -8,6 +8,7 @@ a tracked loop stays compact (the 2 KB-per-loop budget, measured with tracemallo
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import struct
 import tracemalloc
@@ -210,3 +211,29 @@ def test_a_state_file_of_a_newer_schema_is_refused_by_name(tmp_path: Path) -> No
         conn.executescript(SCHEMA_1.replace("('schema', '1')", "('schema', '9')"))
     with pytest.raises(StateFileError, match=r"state\.sqlite3.*schema 9, this monitor reads"):
         Database(str(path))
+
+
+def test_the_mutation_series_of_a_schema_4_file_gain_an_empty_agent_version(tmp_path: Path) -> None:
+    """`ctxwatch_mutations_total` gained the `agent_version` label: its persisted series come back with the
+    label empty (no version sent), under the key text the monitor writes, so the next commit updates the
+    same row; other families are untouched."""
+    path = tmp_path / "state.sqlite3"
+    old_key = ["compact", "patch", "claude-code", "svc"]
+    with sqlite3.connect(path) as conn:
+        conn.executescript(SCHEMA_1)
+        conn.execute("CREATE TABLE series (family TEXT NOT NULL, labels TEXT NOT NULL, value TEXT NOT NULL, "
+                     "PRIMARY KEY (family, labels)) WITHOUT ROWID")
+        conn.executemany("INSERT INTO series VALUES (?,?,?)", [
+            ("ctxwatch_mutations_total", json.dumps(old_key), "3"),
+            ("ctxwatch_lost_literals_total", json.dumps(old_key), "7")])
+    database = Database(str(path))
+    series = {name: (key, value) for name, key, value in database.load_series()}
+    assert series == {"ctxwatch_mutations_total": ((*old_key, ""), 3),
+                      "ctxwatch_lost_literals_total": (tuple(old_key), 7)}
+    instruments = Instruments(8)
+    key, value = series["ctxwatch_mutations_total"]
+    assert len(key) == len(instruments.mutations.family.labelnames)
+    database.write([], [], [("ctxwatch_mutations_total", key, value + 1)], {}, [])
+    rows = database.conn.execute("SELECT value FROM series WHERE family='ctxwatch_mutations_total'").fetchall()
+    assert rows == [("4",)]
+    database.close()

@@ -56,7 +56,7 @@ def _populated() -> Instruments:
     instruments = Instruments(label_cap=10)
     for agent in ('plain', 'quo"te', "back\\slash", "new\nline"):
         base = ("compact", "patch", agent, "svc")
-        instruments.mutations.family.inc(base, 3)
+        instruments.mutations.family.inc((*base, "2.1.39"), 3)  # and its agent_version
         instruments.lost_literals.family.inc(base, 1.5)
         instruments.hash_distance.family.observe_many(base, [0.05, 0.3, 0.99, 1.0])
         instruments.loops.add(("svc", agent, "healthy"), 2)
@@ -76,8 +76,8 @@ def test_same_samples_as_prometheus_client(accept: str | None, parse) -> None:
     assert content_type == expected_type
     ours, theirs = _samples(parse(body.decode())), _samples(parse(encoder(registry).decode()))
     assert ours == theirs
-    assert ('ctxwatch_mutations_total', (("agent", 'quo"te'), ("decision", "patch"), ("kind", "compact"),
-                                         ("service", "svc"))) in {(k[2], k[3]) for k in ours}
+    assert ('ctxwatch_mutations_total', (("agent", 'quo"te'), ("agent_version", "2.1.39"), ("decision", "patch"),
+                                         ("kind", "compact"), ("service", "svc"))) in {(k[2], k[3]) for k in ours}
 
 
 @pytest.mark.parametrize("accept,parse", [(None, parse_text), (OPENMETRICS, parse_openmetrics)],
@@ -85,11 +85,11 @@ def test_same_samples_as_prometheus_client(accept: str | None, parse) -> None:
 def test_a_value_that_cannot_be_written_is_left_out_and_counted(accept: str | None, parse) -> None:
     """Validation keeps such values out of the state; should one get in, /metrics still answers."""
     instruments = _populated()
-    instruments.mutations.family.inc(("compact", "patch", "lone\ud800surrogate", "svc"))
+    instruments.mutations.family.inc(("compact", "patch", "lone\ud800surrogate", "svc", ""))
     instruments.lost_literals.family.inc(("compact", "patch", "plain", "huge"), 10**400)
     body, _ = instruments.metric_set.render(accept)
     samples = _samples(parse(body.decode()))
     assert not any("surrogate" in str(key) or "huge" in str(key) for key in samples)
-    assert ("ctxwatch_mutations_total", (("agent", "plain"), ("decision", "patch"), ("kind", "compact"),
-                                         ("service", "svc"))) in {(k[2], k[3]) for k in samples}
+    assert ("ctxwatch_mutations_total", (("agent", "plain"), ("agent_version", "2.1.39"), ("decision", "patch"),
+                                         ("kind", "compact"), ("service", "svc"))) in {(k[2], k[3]) for k in samples}
     assert instruments.unwritable.values[()] == 2

@@ -5,7 +5,10 @@ read from the guard's metric instruments or from the monitor rebuilding them fro
 Both record by one rule (`ctxwatch.telemetry.fleet`); this test ties them together end to end: the
 spans go over OTLP/HTTP to the monitor running as a subprocess, the guard's metrics are read by the
 SDK's in-memory reader, and every counter series, and every histogram series' count, sum and buckets,
-of every fleet instrument must be equal on both sides (no series on one side only).
+of every fleet instrument must be equal on both sides (no series on one side only). Besides two guarded
+loops (one with a configured agent version, one without), a real Claude Code session of the corpus is
+backfilled as ``replay --otlp`` does it: its version label and its tokens before each compaction
+(``preTokens``) must come out the same on both sides too. An empty label value is no label (Prometheus).
 """
 
 from __future__ import annotations
@@ -16,29 +19,35 @@ from pathlib import Path
 
 from absorbing import run_absorbing_loop
 from conftest import MonitorProcess
+from corpus_files import claude_code_pre_tokens, claude_code_with_pre_tokens, jsonl
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from prometheus_client.parser import text_string_to_metric_families
 
 from ctxwatch import semconv
 from ctxwatch.contraction import DetectorConfig
 from ctxwatch.guard import ContextGuard
+from ctxwatch.literals import LiteralRegistry
+from ctxwatch.replay.audit import audit_session
+from ctxwatch.replay.backfill import session_backfill
 from ctxwatch.telemetry import fleet
 from ctxwatch.telemetry.mutation import MutationTelemetry
 
 from conversations import assistant, call, result, system, user
 
 SERVICE = "contract"
+ABSORBER_VERSION = "1.4.2"
 Series = dict[tuple[tuple[str, str], ...], float]
 
 
 def _contracting_loop(telemetry: MutationTelemetry) -> None:
     """Applied compactions with hash distances and literal loss, until the alarm halts the loop."""
-    guard = ContextGuard("loop-absorbing", agent="absorber", service=SERVICE, pass_cap=None,
+    guard = ContextGuard("loop-absorbing", agent="absorber", service=SERVICE, agent_version=ABSORBER_VERSION,
+                         pass_cap=None,
                          enforce={"directive_colocation": "warn"},
                          detector=DetectorConfig(min_literals=1, enter_cycles=2), telemetry=telemetry)
     if run_absorbing_loop(guard, 7, lambda report: report.decision == "halt") is None:
@@ -59,6 +68,31 @@ def _refusing_loop(telemetry: MutationTelemetry) -> None:
     guard.check([history[0], user("the files: config.yaml and run.sh"), *history[4:]], kind="compact")  # defer
     guard.check(history[:1] + history[4:])  # undeclared: the guard names it
     guard.check([history[0], history[1], history[5], history[4], *history[2:4]])  # an undeclared reorder
+
+
+def _session_with_pre_tokens(corpus: Path) -> Path:
+    """The shortest Claude Code session of the corpus with two compactions that record their tokens before."""
+    files = claude_code_with_pre_tokens(corpus, compactions=2)
+    assert files, "no Claude Code session with compactMetadata.preTokens in the corpus"
+    return files[0]
+
+
+def _recorded_version(path: Path) -> str:
+    """The Claude Code version the session's records carry (read from the raw records)."""
+    versions = {record["version"] for _, record in jsonl(path) if isinstance(record.get("version"), str)}
+    assert len(versions) == 1, f"{path.name}: versions {versions}"
+    return versions.pop()
+
+
+def _backfilled_session(path: Path, tracer_provider: TracerProvider, meter_provider: MeterProvider) -> None:
+    """`path` backfilled as ``replay --otlp`` does it (the file's version, its preTokens on the compactions),
+    recording on the guard's instruments of `meter_provider` too."""
+    telemetry = MutationTelemetry(tracer_provider=tracer_provider, meter_provider=meter_provider,
+                                  capture_content=False)
+    registry = LiteralRegistry()
+    audit = audit_session(path, registry=registry, observer_for=lambda a: session_backfill(
+        a, telemetry, tracer_provider.force_flush, agent="claude-code", service=SERVICE, registry=registry))
+    assert audit.readable and audit.mutations, audit.error
 
 
 def _guard_series(reader: InMemoryMetricReader) -> dict[str, Series]:
@@ -107,7 +141,7 @@ def _monitor_series(text: str) -> dict[str, Series]:
             base = sample.name.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")
             if (sample.name not in names and base not in names) or sample.labels.get("service") != SERVICE:
                 continue
-            labels = dict(sample.labels)
+            labels = {name: value for name, value in sample.labels.items() if value}
             if "le" in labels:
                 labels["le"] = _le(float(labels["le"]))
             out.setdefault(sample.name, {})[tuple(sorted(labels.items()))] = float(sample.value)
@@ -121,17 +155,22 @@ def _nonzero_histograms(series: dict[str, Series]) -> dict[str, Series]:
                    if tuple(kv for kv in key if kv[0] != "le") not in empty} for name, points in series.items()}
 
 
-def test_the_guard_and_the_monitor_produce_the_same_figures_and_labels(tmp_path: Path) -> None:
+def test_the_guard_and_the_monitor_produce_the_same_figures_and_labels(tmp_path: Path, corpus: Path) -> None:
     monitor = MonitorProcess(tmp_path / "state.sqlite3", "--grpc-port", "off").start()
     tracer_provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
     tracer_provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=monitor.url + "/v1/traces")))
+    replay_provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
+    replay_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=monitor.url + "/v1/traces")))
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
+    session = _session_with_pre_tokens(corpus)
     try:
         telemetry = MutationTelemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
         _contracting_loop(telemetry)
         _refusing_loop(telemetry)
+        _backfilled_session(session, replay_provider, meter_provider)
         tracer_provider.force_flush()
+        assert replay_provider.force_flush()
         guard = _nonzero_histograms(_guard_series(reader))
         seen = _nonzero_histograms(_monitor_series(monitor.get("/metrics").text))
         seen = {name: points for name, points in seen.items() if any(points.values())}
@@ -144,9 +183,15 @@ def test_the_guard_and_the_monitor_produce_the_same_figures_and_labels(tmp_path:
         assert {"ctxwatch_mutations_total", "ctxwatch_lost_literals_total", "ctxwatch_orphaned_tool_parts_total",
                 "ctxwatch_deferrals_total", "ctxwatch_invariant_violations_total", "ctxwatch_invariant_warnings_total",
                 "ctxwatch_rewrite_hash_distance_count", "ctxwatch_rewrite_literal_loss_rate_sum",
-                "ctxwatch_rewrite_pass_number_bucket"} <= set(guard)
+                "ctxwatch_rewrite_pass_number_bucket", "ctxwatch_rewrite_tokens_before_bucket"} <= set(guard)
         decisions = {dict(key)["decision"] for key in guard["ctxwatch_mutations_total"]}
         assert decisions == {"patch", "abort", "defer", "halt"}
+        versions = {dict(key).get("agent_version") for key in guard["ctxwatch_mutations_total"]}
+        assert versions == {ABSORBER_VERSION, _recorded_version(session), None}
+        tokens = guard["ctxwatch_rewrite_tokens_before_sum"]
+        pre_tokens = claude_code_pre_tokens(session)
+        compacted = {key: v for key, v in tokens.items() if dict(key)["kind"] == "compact"}
+        assert list(compacted.values()) == [sum(pre_tokens)] and dict(next(iter(compacted)))["agent"] == "claude-code"
         assert set(seen) == set(guard)
         for name, points in guard.items():
             assert set(seen[name]) == set(points), name
@@ -154,5 +199,6 @@ def test_the_guard_and_the_monitor_produce_the_same_figures_and_labels(tmp_path:
                 assert math.isclose(seen[name][key], value, rel_tol=1e-9, abs_tol=1e-12), (name, key)
     finally:
         tracer_provider.shutdown()
+        replay_provider.shutdown()
         meter_provider.shutdown()
         monitor.close()

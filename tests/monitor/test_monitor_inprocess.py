@@ -25,6 +25,7 @@ from ctxwatch.contraction import ContractionDetector
 from ctxwatch_monitor.app import RequestMetrics, create_app
 from ctxwatch_monitor.config import MEMORY_STATE, MonitorConfig
 from ctxwatch_monitor.engine import Engine
+from ctxwatch_monitor.instruments import Instruments
 from ctxwatch_monitor.otlp_codec import RawSpan, decode
 from ctxwatch_monitor.records import RESOURCE_KEYS, SPAN_KEYS, Rejected, validate
 from ctxwatch_monitor.wire import JSON, PROTOBUF

@@ -153,9 +153,9 @@ def test_the_instances_a_loop_follows_and_left_survive_the_state_file(engine: En
     loop = engine.store.get("persisted")
     assert loop is not None
     plain = LoopOrder.from_json(loop.order.to_json())  # the common case's short form
-    assert (plain.instance, plain.next, plain.left) == (OLD, 3, [])
+    assert (plain.instance, plain.next, plain.left) == (OLD, 3, ())
     engine.apply(spans_of(new.append(), new.append(), Process("persisted", FORGED).append()))
     restored = LoopOrder.from_json(loop.order.to_json())
-    assert (restored.instance, restored.left, restored.next) == (NEW, [OLD], 3)
+    assert (restored.instance, restored.left, restored.next) == (NEW, (OLD,), 3)
     assert (restored.candidate_instance, sorted(restored.candidates)) == (FORGED, [1])
     assert LoopOrder.from_json('{"next":4,"seen":1.0,"previous":null,"source":"monitor"}').instance is None

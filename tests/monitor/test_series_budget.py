@@ -5,7 +5,9 @@ exposition holds at most the budget (20,000 by default), what did not fit is cou
 overflow value `_OTHER` and in `ctxwatch_monitor_series_overflow_total`, and no count is lost
 (the sums over all series still equal what was sent). A label value no span carried for
 `label_ttl` frees its slot once no tracked loop holds it, so the first names seen do not keep the
-cap for good; its series go too, from memory and from the state file.
+cap for good; its series go too, from memory and from the state file. Agent versions (the
+`agent_version` label of `ctxwatch_mutations_total`) are bounded the same way, harder: 20 at once,
+version-like strings only, a hostile value counted under `_OTHER` or, past 256 characters, rejected alone.
 """
 
 from __future__ import annotations
@@ -153,6 +155,45 @@ def wait_for(condition: Callable[[], bool], what: str, bound: float = 120.0) -> 
     while not condition():
         assert time.monotonic() < deadline, what
         time.sleep(0.2)
+
+
+HOSTILE_VERSIONS = ("2.1\n# TYPE fake counter", "1.0\x1b[31m", "1.0\x00", 'v"1"', "a b", "9" * 33)
+
+
+def test_agent_versions_are_bounded_neutralised_and_age_out(tmp_path: Path) -> None:
+    """21 versions where 20 fit, hostile ones (control characters, a line break that would forge exposition
+    lines, quotes, spaces, 33 characters) and a 300-character one: the first 20 have their own series, the
+    rest and the hostile ones are `_OTHER`, an empty one is no label, the 300-character span is rejected alone,
+    nothing else is lost; once no span carries them for `label_ttl`, a new version gets its own label."""
+    args = ("--label-ttl", "1", "--loop-ttl", "1", "--sweep-interval", "0.3")
+    monitor = MonitorProcess(tmp_path / "state.sqlite3", *args).start()
+    version = semconv.GENAI_V1_41.agent_version
+    try:
+        sender = Sender(monitor.url, service="svc")
+        admitted = [f"2.1.{n}" for n in range(semconv.MAX_VERSION_VALUES)]
+        for n, value in enumerate([*admitted, "3.0.0", *HOSTILE_VERSIONS, "", "1" * 300]):
+            sender.mutation(f"loop-{n}", agent="claude-code", **{version: value})
+        sender.flush()
+        text = monitor.get("/metrics").text
+        assert metric_value(text, "ctxwatch_monitor_spans_rejected_total") == 1
+        assert metric_value(text, "ctxwatch_mutations_total", agent="claude-code") == len(admitted) + 2 + len(
+            HOSTILE_VERSIONS)
+        assert all(metric_value(text, "ctxwatch_mutations_total", agent_version=v) == 1 for v in admitted)
+        assert metric_value(text, "ctxwatch_mutations_total", agent_version="_OTHER") == 1 + len(HOSTILE_VERSIONS)
+        assert metric_value(text, "ctxwatch_mutations_total", agent_version="") == 1
+        counted = {s.labels.get("agent_version") for s in samples(text) if s.name == "ctxwatch_mutations_total"}
+        assert counted == {*admitted, "_OTHER", ""}
+        assert "3.0.0" not in text and "fake" not in text and "\x1b" not in text and "\x00" not in text
+        deadline = time.monotonic() + 30
+        while metric_value(monitor.get("/metrics").text, "ctxwatch_mutations_total", agent_version=admitted[0]):
+            assert time.monotonic() < deadline, "the admitted versions never aged out"
+            time.sleep(0.2)
+        sender.mutation("loop-upgraded", agent="claude-code", **{version: "3.0.0"})
+        sender.flush()
+        sender.close()
+        assert metric_value(monitor.get("/metrics").text, "ctxwatch_mutations_total", agent_version="3.0.0") == 1
+    finally:
+        assert monitor.stop() == 0
 
 
 def test_label_less_self_metrics_have_a_sample_before_the_first_export(monitor: MonitorProcess) -> None:

@@ -118,6 +118,19 @@ def claude_code_compactions(path: Path) -> list[tuple[int, dict]]:
     return [(n, r) for n, r in claude_code_boundaries(path) if n not in inherited]
 
 
+def claude_code_pre_tokens(path: Path) -> list[int]:
+    """``compactMetadata.preTokens`` of every compaction of the session's own buffer that records it."""
+    return [meta["preTokens"] for _, r in claude_code_compactions(path)
+            if isinstance(meta := r.get("compactMetadata"), dict) and isinstance(meta.get("preTokens"), int)]
+
+
+def claude_code_with_pre_tokens(corpus: Path = CORPUS, compactions: int = 1) -> list[Path]:
+    """The Claude Code sessions with at least `compactions` compactions recording their tokens before, the
+    shortest file first."""
+    files = [path for path in of_kind("claude_code", corpus) if len(claude_code_pre_tokens(path)) >= compactions]
+    return sorted(files, key=lambda path: path.stat().st_size)
+
+
 def claude_code_microcompacts(path: Path) -> list[tuple[int, dict]]:
     """(line, record) of every ``microcompact_boundary`` system record."""
     return [(n, r) for n, r in jsonl(path) if r.get("type") == "system" and r.get("subtype") == "microcompact_boundary"]

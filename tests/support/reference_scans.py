@@ -1,8 +1,9 @@
 """Straightforward references for the two scans behind every measurement, written for clarity, not
-speed: every default literal pattern over the whole text (`ctxwatch.literals` scans only candidate
-tokens and skips patterns by prefilter), and a message's fingerprint contribution from a regular
-expression's words and a histogram of lane codes (`ctxwatch.fingerprint` splits translated text and
-steps once per feature). The optimised paths must give the same values, bit for bit."""
+speed: every default literal pattern, as documented, over the whole text (`ctxwatch.literals` scans
+only candidate tokens, skips patterns by prefilter and compiles some patterns in an equivalent form),
+and a message's fingerprint contribution from a regular expression's words and a histogram of lane
+codes (`ctxwatch.fingerprint` splits the translated UTF-8 bytes and counts the codes of a whole
+update at once). The optimised paths must give the same values, bit for bit."""
 
 from __future__ import annotations
 

@@ -11,9 +11,12 @@ Every recorded buffer was sent to the model, so a mutation's
 A monitor fed these spans rebuilds the same detector state as the replay's own verdict.
 
 Every span carries the session's loop id (`audit.loop_id_for`: a stable id derived from the
-file), the agent name (the session format's, `watch.identity.agent_name`, unless given) and the
-service name, and is timed at the ``timestamp`` of the record that marks it (`Session.time_of`; the export time when the
-format records none), so a backfill lands where it happened. The provider's prompt-cache figures
+file), the agent name (the session format's, `watch.identity.agent_name`, unless given), the agent's
+version when the file records it (Claude Code, Codex, Gemini CLI: `watch.identity`, as ``ctxwatch watch``
+reads it) and the service name, and is timed at the ``timestamp`` of the record that marks it
+(`Session.time_of`; the export time when the format records none), so a backfill lands where it happened.
+A mutation whose record says how many tokens the context held before it (Claude Code's ``preTokens``,
+`Mutation.pre_tokens`) carries them (``ctxwatch.tokens.before``). The provider's prompt-cache figures
 the session records (Claude Code's ``message.usage``, `Session.take_provider_cache`) ride on the
 next span emitted after the response, each response once. Spans are flushed every
 `flush_every` spans, so a long session never overflows the exporter's queue. `skip` passes over
@@ -26,6 +29,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 from ..cache import invalidated
 from ..diff import Change
@@ -34,7 +38,7 @@ from ..model import Context, Message
 from ..report import Report
 from ..sessions import Mutation, Session, Snapshot
 from ..telemetry import MutationTelemetry, error_count
-from ..watch.identity import agent_name
+from ..watch.identity import AGENTS, agent_name, identify_file
 from .audit import MutationAudit, Observer, SessionAudit
 from .buffer import FollowedBuffer
 
@@ -112,7 +116,8 @@ class Backfill(Observer):
             hash_distance=v.d, literals_before=v.literals_before, literals_lost=v.literals_lost,
             lost_literals=frozenset(audit.lost), orphans_tool_use=len(audit.orphaned_calls),
             orphans_tool_result=len(audit.orphaned_results), contraction_state=v.state,
-            invalidated_chars=cost.chars, invalidated_tokens=cost.tokens), mutation.line)
+            invalidated_chars=cost.chars, invalidated_tokens=cost.tokens, tokens_before=mutation.pre_tokens),
+            mutation.line)
         self.current.sync(mutation.after)
 
     def _grow_to(self, messages: tuple[Message, ...], line: int | None) -> None:
@@ -142,6 +147,16 @@ class Backfill(Observer):
             self.flush()
 
 
+def session_backfill(audit: SessionAudit, telemetry: MutationTelemetry, flush: Callable[[], object], *,
+                     agent: str | None, service: str, registry: LiteralRegistry) -> Backfill:
+    """The observer that backfills the session `audit` is of, as ``replay --otlp`` does: its agent is `agent`,
+    else the session format's as ``ctxwatch watch`` names it (`watch.identity.agent_name`); its version what
+    the file records, for the coding agents ``ctxwatch watch`` follows (`watch.identity`)."""
+    version = identify_file(Path(audit.path), audit.format).version if audit.format in AGENTS else None
+    return Backfill(telemetry, flush, loop_id=audit.loop_id, agent=agent or agent_name(audit.format or "unknown"),
+                    service=service, registry=registry, agent_version=version)
+
+
 class Exporter:
     """The OTLP pipeline of one ``--otlp`` run, and whether its exports all went through."""
 
@@ -166,10 +181,9 @@ class Exporter:
                                            capture_content=False)
 
     def observer(self, audit: SessionAudit, *, agent: str | None, registry: LiteralRegistry) -> Backfill:
-        """The observer that backfills one session (its agent: `agent`, else the session format's, as
-        ``ctxwatch watch`` names it: `watch.identity.agent_name`)."""
-        return Backfill(self.telemetry, lambda: self.pipeline.force_flush(TIMEOUT_S), loop_id=audit.loop_id,
-                        agent=agent or agent_name(audit.format or "unknown"), service=self.service, registry=registry)
+        """The observer that backfills one session (`session_backfill`)."""
+        return session_backfill(audit, self.telemetry, lambda: self.pipeline.force_flush(TIMEOUT_S), agent=agent,
+                                service=self.service, registry=registry)
 
     def close(self) -> None:
         """Flush and stop; BackfillError when any export failed or did not finish in time."""

@@ -209,7 +209,8 @@ def _result_text(result: Any) -> str:
     """The text of a recorded tool result: each ``functionResponse``'s output (or its response as JSON)."""
     out = []
     for item in result if isinstance(result, list) else [result]:
-        response = item.get("functionResponse", {}).get("response") if isinstance(item, dict) else None
+        function_response = item.get("functionResponse") if isinstance(item, dict) else None
+        response = function_response.get("response") if isinstance(function_response, dict) else None
         if isinstance(response, dict) and isinstance(response.get("output"), str):
             out.append(response["output"])
         elif response is not None:

@@ -1,8 +1,9 @@
-"""Cardinality caps for label values that come from the caller or the wire (agent, service names,
-error types): the one rule the guard's metrics and the monitor's families both bound them by.
+"""Cardinality caps for label values that come from the caller or the wire (agent, service names, agent
+versions, error types): the one rule the guard's metrics and the monitor's families both bound them by.
 
 At most `cap` distinct values are admitted at once (`semconv.MAX_LABEL_VALUES` by default); any other
-value, and any value longer than `semconv.MAX_LABEL_LENGTH`, is recorded as `semconv.OVERFLOW`. Each
+value, any value longer than `semconv.MAX_LABEL_LENGTH`, and any value a label's own `admissible` test
+refuses (`agent_versions`: only version-like strings) is recorded as `semconv.OVERFLOW`. Each
 admitted value remembers when it was last carried (`seen`); a long-running holder (the monitor) frees
 the values not seen since a horizon (`expire`), so a burst of junk names cannot keep its slots for
 good, and persists the admitted set (`state`, `restore`). The guard's telemetry never expires values
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from .. import semconv
 
@@ -21,11 +22,13 @@ from .. import semconv
 class BoundedValues:
     """The admitted values of one label; `value(raw)` maps a raw value to its label value."""
 
-    __slots__ = ("cap", "max_length", "_seen", "_lock", "changed")
+    __slots__ = ("cap", "max_length", "admissible", "_seen", "_lock", "changed")
 
-    def __init__(self, cap: int = semconv.MAX_LABEL_VALUES, max_length: int = semconv.MAX_LABEL_LENGTH) -> None:
+    def __init__(self, cap: int = semconv.MAX_LABEL_VALUES, max_length: int = semconv.MAX_LABEL_LENGTH,
+                 admissible: Callable[[str], bool] | None = None) -> None:
         self.cap = cap
         self.max_length = max_length
+        self.admissible = admissible  # None: any value up to max_length
         self._seen: dict[str, float] = {}  # admitted value -> when it was last carried (unix s)
         self._lock = threading.Lock()
         self.changed = False  # admitted values changed since the state was last taken (persisted)
@@ -34,7 +37,7 @@ class BoundedValues:
         """`raw` if it is (or can now be) admitted, else `semconv.OVERFLOW`."""
         if raw in self._seen:
             return raw
-        if len(raw) > self.max_length:
+        if len(raw) > self.max_length or (self.admissible is not None and not self.admissible(raw)):
             return semconv.OVERFLOW
         with self._lock:
             if raw not in self._seen:
@@ -70,3 +73,9 @@ class BoundedValues:
             if self.value(value) == value:
                 self._seen[value] = float(at)
         self.changed = False
+
+
+def agent_versions(cap: int = semconv.MAX_VERSION_VALUES) -> BoundedValues:
+    """The bounded values of the `agent_version` label: at most `cap` at once, version-like strings only
+    (`semconv.is_version_label`)."""
+    return BoundedValues(cap, semconv.MAX_VERSION_LENGTH, semconv.is_version_label)

@@ -6,10 +6,11 @@ same `ctxwatch_*` figures and labels for the same mutations (tests/monitor/test_
 - `ctxwatch.mutations`: 1 per attempt; `ctxwatch.deferrals`: 1 per deferral; `ctxwatch.lost_literals`:
   the literals it would drop; `ctxwatch.orphaned_tool_parts`: per side; `ctxwatch.invariant_violations`
   and `..._warnings`: 1 per finding, by (bounded) invariant id (`counts`).
-- The `ctxwatch.rewrite.*` histograms: pass number, d_t and r_t of applied rewrites only
-  (`semconv.is_applied_rewrite`; `observations`).
+- The `ctxwatch.rewrite.*` histograms: pass number, d_t, r_t and the agent's tokens before the rewrite
+  (when it recorded them) of applied rewrites only (`semconv.is_applied_rewrite`; `observations`).
 - Labels: each instrument's `MetricSpec.attributes`, picked from one label vector
-  (kind, decision, agent, service, side or invariant) by `label_picker`.
+  (kind, decision, agent, service, agent version, side or invariant) by `label_picker`; only
+  `ctxwatch.mutations` carries the agent version.
 
 The guard's duration histogram is the guard's own (the monitor cannot measure it) and is not here.
 """
@@ -23,14 +24,16 @@ from typing import TypeVar
 from .. import semconv
 
 T = TypeVar("T")
-# a mutation's label vector: (kind, decision, agent, service, side-or-invariant)
+# a mutation's label vector: (kind, decision, agent, service, agent version, side-or-invariant)
 _POSITION = {semconv.MUTATION_KIND: 0, semconv.DECISION: 1, semconv.GENAI_V1_41.agent_name: 2,
-             semconv.SERVICE_NAME: 3, semconv.ORPHAN_SIDE: 4, semconv.INVARIANT: 4}
+             semconv.SERVICE_NAME: 3, semconv.GENAI_V1_41.agent_version: 4, semconv.ORPHAN_SIDE: 5,
+             semconv.INVARIANT: 5}
 COUNTERS: tuple[semconv.MetricSpec, ...] = (
     semconv.MUTATIONS, semconv.LOST_LITERALS, semconv.ORPHANED_TOOL_PARTS, semconv.DEFERRALS,
     semconv.INVARIANT_VIOLATIONS, semconv.INVARIANT_WARNINGS)
 HISTOGRAMS: tuple[semconv.MetricSpec, ...] = (
-    semconv.HASH_DISTANCE_HISTOGRAM, semconv.LITERAL_LOSS_RATE, semconv.PASS_NUMBER_HISTOGRAM)
+    semconv.HASH_DISTANCE_HISTOGRAM, semconv.LITERAL_LOSS_RATE, semconv.PASS_NUMBER_HISTOGRAM,
+    semconv.TOKENS_BEFORE_HISTOGRAM)
 
 
 def label_picker(spec: semconv.MetricSpec) -> Callable[[Sequence[T]], tuple[T, ...]]:
@@ -60,27 +63,32 @@ def counts(decision: str, mutations: int, lost: int, orphans_tool_use: int, orph
         yield semconv.INVARIANT_WARNINGS, semconv.bounded_invariant(invariant), 1
 
 
-# one mutation's histogram figures: (pass number, hash distance d_t, literals lost, literals before)
-RewriteFigures = tuple[int | None, float | None, int, int]
+# one mutation's histogram figures: (pass number, hash distance d_t, literals lost, literals before,
+# the agent's tokens before it or None)
+RewriteFigures = tuple[int | None, float | None, int, int, int | None]
 
 
 def observations(kind: str, decision: str, figures: Iterable[RewriteFigures]
                  ) -> Iterator[tuple[semconv.MetricSpec, list[float]]]:
     """(histogram, values) for every rewrite histogram that mutations of one kind and decision are
-    recorded on: applied rewrites only (`figures` is not read otherwise), r_t only with literals."""
+    recorded on: applied rewrites only (`figures` is not read otherwise), r_t only with literals, tokens
+    before only when the agent recorded them."""
     if not semconv.is_applied_rewrite(kind, decision):
         return
     passes: list[float] = []
     distances: list[float] = []
     loss_rates: list[float] = []
-    for pass_number, hash_distance, lost, literals_before in figures:
+    tokens: list[float] = []
+    for pass_number, hash_distance, lost, literals_before, tokens_before in figures:
         if pass_number is not None:
             passes.append(pass_number)
         if hash_distance is not None:
             distances.append(hash_distance)
         if literals_before:
             loss_rates.append(lost / literals_before)
+        if tokens_before is not None:
+            tokens.append(tokens_before)
     for spec, values in ((semconv.PASS_NUMBER_HISTOGRAM, passes), (semconv.HASH_DISTANCE_HISTOGRAM, distances),
-                         (semconv.LITERAL_LOSS_RATE, loss_rates)):
+                         (semconv.LITERAL_LOSS_RATE, loss_rates), (semconv.TOKENS_BEFORE_HISTOGRAM, tokens)):
         if values:
             yield spec, values

@@ -2,11 +2,11 @@
 guard `Report` is recorded on them.
 
 Instruments are built from `semconv.METRICS` (name, unit, bucket advice), cached per meter
-provider and shared by every `MutationTelemetry` on that provider, together with the agent and
-service caps, so many guards in one process still stay under the cardinality cap. Counters are
-pre-aggregated `Tally`s (observable counters); histograms are synchronous: the guard duration for
-every attempt, the rewrite figures (pass number, d_t, r_t) for applied rewrites only
-(`semconv.is_applied_rewrite`).
+provider and shared by every `MutationTelemetry` on that provider, together with the agent,
+service and agent-version caps, so many guards in one process still stay under the cardinality cap.
+Counters are pre-aggregated `Tally`s (observable counters); histograms are synchronous: the guard
+duration for every attempt, the rewrite figures (pass number, d_t, r_t, the agent's tokens before)
+for applied rewrites only (`semconv.is_applied_rewrite`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from opentelemetry import metrics
 from .. import semconv
 from ..report import Report
 from . import fleet
-from .bounded import BoundedValues
+from .bounded import BoundedValues, agent_versions
 from .tally import Tally
 
 _G = semconv.GENAI_V1_41
@@ -44,6 +44,7 @@ class Instruments:
         self.duration = made[semconv.GUARD_DURATION.name]
         self.agents = BoundedValues()
         self.services = BoundedValues()
+        self.versions = agent_versions()
         self._pickers = {spec.name: fleet.label_picker(spec) for spec in semconv.METRICS
                          if spec.name != semconv.TELEMETRY_ERRORS.name}
         self._labels: dict[tuple[str, tuple[str | None, ...]], tuple[tuple[str | None, ...], dict[str, str]]] = {}
@@ -60,20 +61,23 @@ class Instruments:
         return found
 
     def record(self, report: Report, violations: list[str], warnings: list[str], agent: str | None,
-               service: str | None, duration_s: float) -> None:
+               service: str | None, duration_s: float, agent_version: str | None = None) -> None:
         """Record one guard decision on every instrument it concerns, by the rule the monitor records
         spans by (`telemetry.fleet`; `violations` and `warnings` are the report's, computed once)."""
         kind = semconv.bounded_kind(report.kind)
         decision = _DECISIONS.get(report.decision, semconv.OVERFLOW)
         agent = None if agent is None else self.agents.value(agent)
         service = None if service is None else self.services.value(service)
-        vector: tuple[str | None, ...] = (kind, decision, agent, service, None)
+        version = self.versions.value(agent_version) if agent_version else None
+        base = (kind, decision, agent, service, version)
+        vector: tuple[str | None, ...] = (*base, None)
         self.duration.record(duration_s, self._label_set(semconv.GUARD_DURATION, vector)[1])
         for spec, extra, amount in fleet.counts(decision, 1, report.literals_lost, report.orphans_tool_use,
                                                 report.orphans_tool_result, violations, warnings):
-            key, labels = self._label_set(spec, vector if extra is None else (kind, decision, agent, service, extra))
+            key, labels = self._label_set(spec, vector if extra is None else (*base, extra))
             self.by_name[spec.name].add(amount, labels, key)
-        figures = ((report.pass_number, report.hash_distance, report.literals_lost, report.literals_before),)
+        figures = ((report.pass_number, report.hash_distance, report.literals_lost, report.literals_before,
+                    report.tokens_before),)
         for spec, (value,) in fleet.observations(kind, decision, figures):
             self.by_name[spec.name].record(value, self._label_set(spec, vector)[1])
 

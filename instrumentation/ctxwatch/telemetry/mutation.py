@@ -139,7 +139,7 @@ class MutationTelemetry:
         if instruments is not None:
             try:
                 instruments.record(report, violations, warnings, report.agent or handle.agent, handle.service,
-                                   report.duration_s or perf_counter() - handle.started)
+                                   report.duration_s or perf_counter() - handle.started, handle.agent_version)
             except Exception as exc:  # noqa: BLE001
                 self.failure("end", exc)
 

@@ -55,6 +55,8 @@ def report_attributes(attrs: dict[str, Any], names: semconv.GenAINames, report: 
     attrs[semconv.MESSAGES_AFTER] = report.messages_after
     attrs[semconv.SIZE_BEFORE] = report.size_before
     attrs[semconv.SIZE_AFTER] = report.size_after
+    if report.tokens_before is not None:
+        attrs[semconv.TOKENS_BEFORE] = report.tokens_before
     attrs[semconv.CACHE_INVALIDATED_CHARS] = report.invalidated_chars
     attrs[semconv.CACHE_INVALIDATED_TOKENS] = report.invalidated_tokens
     if report.cache_read_tokens is not None:

@@ -25,14 +25,11 @@ from ..literals import LiteralRegistry
 from ..replay.audit import feed
 from ..report import Finding
 from ..sessions import Session, SessionReadError, detect_session_format, read_session
-from ..sessions.files import BadJSON, parse_line
-from .identity import AGENTS, ServiceLabels, SessionIdentity, identify
+from .identity import AGENTS, HEAD_BYTES, ServiceLabels, SessionIdentity, head_records, identify
 from .live import Emitter, LiveSession, Note, SessionBackfill
 from .state import FileState
 from .tail import Tail
 
-HEAD_BYTES = 64 * 1024
-HEAD_RECORDS = 50
 DOCUMENT_FORMATS = frozenset({"gemini_cli"})  # the formats that may be one JSON document rewritten whole
 
 
@@ -166,7 +163,7 @@ class Follower:
             self.ignored = True
             return False
         self.format = fmt
-        self.identity = identify(self.path, fmt, _head_records(head, self.path.suffix == ".json"))
+        self.identity = identify(self.path, fmt, head_records(head, self.path.suffix == ".json"))
         self.service = self.services.label(self.identity.project)
         return True
 
@@ -230,17 +227,3 @@ class Follower:
                 pass  # half-written: read again at the next change
             if not self._wait():
                 return
-
-
-def _head_records(head: bytes, document: bool) -> list[dict]:
-    """The JSON objects among the first complete lines of `head` (or the document's top object)."""
-    chunks = [head] if document else head.split(b"\n")[:-1][:HEAD_RECORDS]
-    out = []
-    for chunk in chunks:
-        try:
-            value = parse_line(chunk) if chunk.strip() else None
-        except BadJSON:
-            continue
-        if isinstance(value, dict):
-            out.append(value)
-    return out

@@ -6,6 +6,9 @@
 - Gemini CLI: ``sessionId`` of the metadata record (or the document); the project is the
   ``<project>`` directory of ``~/.gemini/tmp/<project>/chats/``.
 
+`identify` reads them from the records `head_records` finds in a file's first `HEAD_BYTES` (``ctxwatch
+watch`` once a session has its first complete line; ``replay --otlp`` through `identify_file`).
+
 The loop id is ``<agent>-<session id>``. The project becomes the span's service label through
 `ServiceLabels`: the last component of the working directory, reduced to ``[A-Za-z0-9._-]``,
 at most `MAX_LABEL` characters, and at most `max_services` distinct values (later projects get
@@ -21,11 +24,14 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from .. import semconv
+from ..sessions.files import BadJSON, parse_line
 from ..telemetry.bounded import BoundedValues
 
 AGENTS = {"claude_code": "claude-code", "codex": "codex", "gemini_cli": "gemini-cli"}  # the agents watch follows
 MAX_LABEL = 64
 MAX_ID = 128
+HEAD_BYTES = 64 * 1024
+HEAD_RECORDS = 50
 OTHER = semconv.OVERFLOW  # past --max-services: the one overflow value of every bounded label
 UNKNOWN_PROJECT = "unknown"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -87,6 +93,28 @@ def identify(path: Path, format: str, records: list[dict]) -> SessionIdentity:
     session_id = _safe(session_id or path.stem, MAX_ID)
     return SessionIdentity(f"{agent}-{session_id}", agent, version[:MAX_LABEL] if version else None,
                            _safe(project or path.parent.name, MAX_LABEL))
+
+
+def head_records(head: bytes, document: bool) -> list[dict]:
+    """The JSON objects among the first complete lines of `head` (or the document's top object)."""
+    chunks = [head] if document else head.split(b"\n")[:-1][:HEAD_RECORDS]
+    out = []
+    for chunk in chunks:
+        try:
+            value = parse_line(chunk) if chunk.strip() else None
+        except BadJSON:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def identify_file(path: Path, format: str) -> SessionIdentity:
+    """The identity of the session file `path` (of `format`), from its first records (OSError when it
+    cannot be read)."""
+    with path.open("rb") as f:
+        head = f.read(HEAD_BYTES)
+    return identify(path, format, head_records(head, path.suffix == ".json"))
 
 
 class ServiceLabels:

@@ -1,0 +1,145 @@
+"""docs/guard.md's own agent loops, run long in one conversation, with a model doing real work.
+
+The shape of the review's defect D1: the OpenAI Chat and Anthropic loops of docs/guard.md, their
+naive summarizer, and a fake model whose turns vary as real ones do. Each task is a user question;
+each model step makes 1-3 parallel `lookup` calls (or, three times in ten once the task has begun,
+answers in text, which ends the task); each result is a JSON record of the SKU, its units and 1-3
+warehouse bins. Whenever the context exceeds 30 messages, right after the tool results are
+appended, the loop compacts with docs/guard.md's summarizer: the oldest 60% (after the system
+prompt in OpenAI Chat; pairs kept whole) become one user note — ``"Earlier: "`` and the folded
+tool results (`note="results"`, the docs' summarizer verbatim), or only how many messages it
+covers (`note="count"`, docs/alarm.md's "Summary of N earlier messages: …"). No session boundary:
+one long conversation. Healthy — lossy, bounded, new work every cycle, nothing converges — but
+the buffer after each compaction moves by ±25% from one cycle to the next, since the part kept
+holds whatever number of calls and bins the last steps had.
+
+`docs_loop(seed, fmt, note=..., guarded=...)` gives a `SyntheticLoop` whose cycles hold the
+buffers as ctxwatch Messages: with `guarded` the loop runs through a real `ContextGuard` with its
+defaults (so Q_t is what the guard applied: its whole-pair conversion of the summary), its
+contraction check only warning, so every loop runs to its end whatever the alarm says; without,
+Q_t is the summarizer's proposal.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from functools import partial
+
+from ..adapters import to_messages
+from .loops import Cycle, SyntheticLoop
+
+FORMATS = ("openai_chat", "anthropic")
+NOTES = ("results", "count")
+SYSTEM = "You are an inventory agent. Look SKUs up before answering."
+COMPACT_ABOVE = 30  # messages, as docs/guard.md's loops
+FOLD = 0.6
+
+
+class BusyModel:
+    """A seeded fake model and tool of docs/guard.md's stock loop, in `fmt`'s own message shape."""
+
+    def __init__(self, seed: int, fmt: str) -> None:
+        if fmt not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+        self.fmt, self.rng, self.step_no, self.begun = fmt, random.Random(seed), 0, False
+
+    def opening(self) -> list[dict]:
+        """The context before the first task (OpenAI Chat: the system prompt; Anthropic sends it apart)."""
+        return [{"role": "system", "content": SYSTEM}] if self.fmt == "openai_chat" else []
+
+    def question(self, task: int) -> dict:
+        """The user's next task; the model's first step on it always calls a tool."""
+        self.begun = False
+        return {"role": "user", "content": f"How many units of SKU-{task:05d} and its neighbours?"}
+
+    def _result(self, sku: str) -> str:
+        rng = self.rng
+        bins = [f"/wh/{rng.randint(1, 9)}/{rng.randint(1, 40):02d}/{sku.lower()}.json"
+                for _ in range(rng.randint(1, 3))]
+        return json.dumps({"sku": sku, "units": rng.randint(0, 999), "bins": bins})
+
+    def step(self) -> list[dict]:
+        """The model's next reply and, when it calls tools, their results (the task goes on); a text
+        answer alone ends the task."""
+        rng, self.step_no = self.rng, self.step_no + 1
+        if self.begun and rng.random() >= 0.7:
+            answer = f"Checked; total {rng.randint(0, 9999)} units."
+            return [{"role": "assistant", "content": answer if self.fmt == "openai_chat"
+                     else [{"type": "text", "text": answer}]}]
+        self.begun = True
+        calls = [(f"call_{self.step_no}_{k}", f"SKU-{rng.randint(0, 99999):05d}") for k in range(rng.randint(1, 3))]
+        if self.fmt == "openai_chat":
+            return [{"role": "assistant", "tool_calls": [
+                        {"id": i, "type": "function",
+                         "function": {"name": "lookup", "arguments": json.dumps({"sku": s})}} for i, s in calls]},
+                    *({"role": "tool", "tool_call_id": i, "content": self._result(s)} for i, s in calls)]
+        lead = [{"type": "text", "text": "Looking up."}] if rng.random() < 0.5 else []
+        uses = [{"type": "tool_use", "id": i, "name": "lookup", "input": {"sku": s}} for i, s in calls]
+        return [{"role": "assistant", "content": lead + uses},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": self._result(s)}
+                                             for i, s in calls]}]
+
+
+def summarize(messages: list[dict], fmt: str, note: str) -> list[dict]:
+    """docs/guard.md's naive summarizer of `fmt`: the oldest 60% (after the OpenAI system prompt)
+    become one user note, the rest starting where a pair is whole (Anthropic: at an assistant turn)."""
+    openai = fmt == "openai_chat"
+    head, body = (messages[:1], messages[1:]) if openai else ([], messages)
+    cut = int(len(body) * FOLD)
+    while cut < len(body) and (body[cut]["role"] == "tool" if openai else body[cut]["role"] != "assistant"):
+        cut += 1
+    if note == "count":
+        text = f"Summary of {cut} earlier messages: the agent looked up stock levels."
+    elif openai:
+        text = "Earlier: " + "; ".join(m["content"] for m in body[:cut] if m["role"] == "tool")
+    else:
+        text = "Earlier: " + "; ".join(b["content"] for m in body[:cut] if isinstance(m["content"], list)
+                                       for b in m["content"] if b["type"] == "tool_result")
+    return head + [{"role": "user", "content": text}] + body[cut:]
+
+
+def docs_loop(seed: int, fmt: str = "openai_chat", *, note: str = "results", guarded: bool = True,
+              compactions: int = 150, halting: bool = False) -> SyntheticLoop:
+    """Run the loop until it has compacted `compactions` times; one cycle per compaction. With
+    `halting` the guard enforces every default, its contraction check included (a halt raises
+    `ContractionRegimeError` out of the loop, as it would out of the agent's)."""
+    if note not in NOTES:
+        raise ValueError(f"note must be one of {NOTES}, got {note!r}")
+    model, guard = BusyModel(seed, fmt), None
+    if guarded:
+        from ..guard import ContextGuard  # the guard imports the detector; keep `simulate` light to import
+        guard = ContextGuard("docs-loop", agent="inventory", format=fmt,
+                             enforce=None if halting else {"contraction": "warn"})
+    messages, cycles, task = model.opening(), [], 0
+    while len(cycles) < compactions:
+        messages.append(model.question(task))
+        task += 1
+        while len(cycles) < compactions:
+            if guard is not None:
+                guard.observe(messages)
+            turn = model.step()
+            messages += turn
+            if len(turn) == 1:
+                break  # an answer: the task is done
+            if len(messages) > COMPACT_ABOVE:
+                proposal = summarize(messages, fmt, note)
+                after = proposal if guard is None else list(guard.apply(proposal, kind="compact"))
+                pre, post = tuple(to_messages(messages, fmt)), tuple(to_messages(after, fmt))
+                cycles.append(Cycle(len(cycles) + 1, pre, post))
+                messages = after
+    return SyntheticLoop(family_name(fmt, note, guarded), seed, tuple(cycles), None,
+                         {"format": fmt, "note": note, "tasks": task})
+
+
+def family_name(fmt: str, note: str, guarded: bool) -> str:
+    return f"docs loop{' through the guard' if guarded else ''}, {fmt}{', count note' if note == 'count' else ''}"
+
+
+DOCS_LOOP_FAMILIES: dict[str, Callable[[int], SyntheticLoop]] = {
+    family_name(fmt, note, guarded): partial(docs_loop, fmt=fmt, note=note, guarded=guarded)
+    for guarded, note in ((False, "results"), (True, "results"), (True, "count")) for fmt in FORMATS
+}
+"""Six healthy families: the docs' summarizer as proposed and through the guard, and the count
+note through the guard (the review's repro), each in both provider shapes."""

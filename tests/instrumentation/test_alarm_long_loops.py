@@ -1,0 +1,52 @@
+"""The default contraction alarm over long loops (review defect D1, docs/alarm.md): docs/guard.md's own
+loops and naive summarizer, run for 1,000+ tasks in one conversation through a guard with every
+default, never halt although their post-rewrite buffers swing by +-25% from cycle to cycle; a
+summary-of-summary chain that converges on a fixed text still halts the same guard."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxwatch.errors import ContractionRegimeError
+from ctxwatch.guard import ContextGuard
+from ctxwatch.simulate.docsloop import docs_loop
+from ctxwatch.simulate.loops import converging_loop
+from ctxwatch.simulate.meter import judge
+from ctxwatch.validity import provider_problems
+
+COMPACTIONS = {"openai_chat": 680, "anthropic": 500}  # 1,000 tasks and more (a task: 1-5 model steps)
+
+
+@pytest.mark.parametrize("fmt, note, seed", [("openai_chat", "count", 1), ("openai_chat", "results", 2),
+                                             ("anthropic", "results", 3)])
+def test_docs_loop_runs_a_thousand_tasks_in_one_conversation_through_the_default_guard(fmt, note, seed):
+    loop = docs_loop(seed, fmt, note=note, compactions=COMPACTIONS[fmt], halting=True)  # a halt would raise
+    assert len(loop.cycles) == COMPACTIONS[fmt] and loop.params["tasks"] >= 1000
+    sizes = [sum(m.size for m in c.post) for c in loop.cycles]
+    swings = [b / a for a, b in zip(sizes, sizes[1:], strict=False)]
+    assert min(swings) < 0.8 and max(swings) > 1.25  # the size variance the old trend took for contraction
+    verdicts = [j.verdict for j in judge((c.pre, c.post) for c in loop.cycles[:100])]  # as the guard judged them
+    assert all(v.losing for v in verdicts) and sum(v.d < v.r for v in verdicts) > 50  # lossy, d mostly below r
+    assert sum(v.contracted for v in verdicts) < 5 and all(v.state == "healthy" for v in verdicts)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_converging_summary_chain_still_halts_the_default_guard_within_two_cycles_of_its_onset(seed):
+    loop = converging_loop(seed)
+    guard = ContextGuard(f"converging-{seed}")
+    with pytest.raises(ContractionRegimeError) as halted:
+        for cycle in loop.cycles:
+            guard.observe(list(cycle.pre), boundary=1)
+            guard.apply(list(cycle.post), kind="compact")
+    assert loop.onset <= guard.detector.cycle <= loop.onset + 2, (guard.detector.cycle, loop.onset)
+    assert halted.value.report.decision == "halt"
+
+
+@pytest.mark.parametrize("fmt", ["openai_chat", "anthropic"])
+def test_docs_loop_is_reproducible_from_its_seed_and_every_buffer_is_valid_for_its_provider(fmt):
+    first, again = (docs_loop(7, fmt, compactions=12) for _ in range(2))
+    assert [[m.digest for m in c.post] for c in first.cycles] == [[m.digest for m in c.post] for c in again.cycles]
+    assert first.params["tasks"] > 1  # tasks end (a text answer) and new ones begin
+    for c in first.cycles:
+        assert len(c.pre) > 30 and len(c.post) < len(c.pre)
+        assert provider_problems(list(c.post), fmt) == [], c.t
