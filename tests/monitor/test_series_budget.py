@@ -164,16 +164,18 @@ def test_agent_versions_are_bounded_neutralised_and_age_out(tmp_path: Path) -> N
     """21 versions where 20 fit, hostile ones (control characters, a line break that would forge exposition
     lines, quotes, spaces, 33 characters) and a 300-character one: the first 20 have their own series, the
     rest and the hostile ones are `_OTHER`, an empty one is no label, the 300-character span is rejected alone,
-    nothing else is lost; once no span carries them for `label_ttl`, a new version gets its own label."""
-    args = ("--label-ttl", "1", "--loop-ttl", "1", "--sweep-interval", "0.3")
-    monitor = MonitorProcess(tmp_path / "state.sqlite3", *args).start()
+    nothing else is lost; once no span carries them for `label_ttl`, a new version gets its own label.
+    Observed with TTLs of an hour, aged with TTLs of 1 s (as `test_label_values_age_out_and_free_their_slot`)."""
+    state = tmp_path / "state.sqlite3"
+    steady = ("--label-ttl", "3600", "--loop-ttl", "3600")
     version = semconv.GENAI_V1_41.agent_version
-    try:
+    admitted = [f"2.1.{n}" for n in range(semconv.MAX_VERSION_VALUES)]
+    with running(state, *steady) as monitor:
         sender = Sender(monitor.url, service="svc")
-        admitted = [f"2.1.{n}" for n in range(semconv.MAX_VERSION_VALUES)]
         for n, value in enumerate([*admitted, "3.0.0", *HOSTILE_VERSIONS, "", "1" * 300]):
             sender.mutation(f"loop-{n}", agent="claude-code", **{version: value})
         sender.flush()
+        sender.close()
         text = monitor.get("/metrics").text
         assert metric_value(text, "ctxwatch_monitor_spans_rejected_total") == 1
         assert metric_value(text, "ctxwatch_mutations_total", agent="claude-code") == len(admitted) + 2 + len(
@@ -184,16 +186,16 @@ def test_agent_versions_are_bounded_neutralised_and_age_out(tmp_path: Path) -> N
         counted = {s.labels.get("agent_version") for s in samples(text) if s.name == "ctxwatch_mutations_total"}
         assert counted == {*admitted, "_OTHER", ""}
         assert "3.0.0" not in text and "fake" not in text and "\x1b" not in text and "\x00" not in text
-        deadline = time.monotonic() + 30
-        while metric_value(monitor.get("/metrics").text, "ctxwatch_mutations_total", agent_version=admitted[0]):
-            assert time.monotonic() < deadline, "the admitted versions never aged out"
-            time.sleep(0.2)
+    with running(state, "--label-ttl", "1", "--loop-ttl", "1", "--sweep-interval", "0.3") as monitor:
+        wait_for(lambda: not any(metric_value(monitor.get("/metrics").text, "ctxwatch_mutations_total",
+                                              agent_version=v) for v in admitted),
+                 "the admitted versions never aged out")
+    with running(state, *steady) as monitor:
+        sender = Sender(monitor.url, service="svc")
         sender.mutation("loop-upgraded", agent="claude-code", **{version: "3.0.0"})
         sender.flush()
         sender.close()
         assert metric_value(monitor.get("/metrics").text, "ctxwatch_mutations_total", agent_version="3.0.0") == 1
-    finally:
-        assert monitor.stop() == 0
 
 
 def test_label_less_self_metrics_have_a_sample_before_the_first_export(monitor: MonitorProcess) -> None:
