@@ -23,6 +23,11 @@ from ctxwatch.simulate.loops import absorption_loop
 from ctxwatch.telemetry.sequence import recorded_instance
 
 
+def agent_of(fmt: str) -> str:
+    """The agent name a backfill sends for a session format (as `ctxwatch watch` names the coding agents)."""
+    return {"claude_code": "claude-code", "codex": "codex", "gemini_cli": "gemini-cli"}.get(fmt, fmt)
+
+
 def test_backfill_into_a_monitor(monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
     contracting = write_snapshots(tmp_path / "absorbing.jsonl",
                                   [b for c in absorption_loop(2).cycles for b in (c.pre, c.post)])
@@ -35,8 +40,7 @@ def test_backfill_into_a_monitor(monitor: MonitorClient, corpus: Path, tmp_path:
     assert set(loops) == {s["loop_id"] for s in doc["sessions"]}
     for session in doc["sessions"]:
         loop = loops[session["loop_id"]]
-        agent = {"claude_code": "claude-code", "codex": "codex", "gemini_cli": "gemini-cli"}.get(session["format"])
-        assert (loop["agent"], loop["service"]) == (agent or session["format"], "ctxwatch-replay")
+        assert (loop["agent"], loop["service"]) == (agent_of(session["format"]), "ctxwatch-replay")
         assert loop["cycles"] == len(session["mutations"])
         assert loop["state"] == session["verdict"]["state"]
         detail = loop_detail(monitor.url, session["loop_id"])
@@ -79,19 +83,19 @@ def _versions_and_tokens_before_reach_the_metrics(url: str, files: list[Path], d
             versions.setdefault(s.labels["agent"], set()).add(s.labels["agent_version"])
     for fmt in ("claude_code", "codex"):
         recorded = {_recorded_version(f) for f in files if kind_of(f) == fmt}
-        assert recorded and None not in recorded and versions[fmt] == recorded, fmt
+        assert recorded and None not in recorded and versions[agent_of(fmt)] == recorded, fmt
     assert versions["swe_agent"] == {""}  # not a coding agent `ctxwatch watch` follows: no version read
     pre_tokens = [m["pre_tokens"] for s in doc["sessions"] if s["format"] == "claude_code" for m in s["mutations"]
                   if m["kind"] == "compact" and m["pre_tokens"] is not None]
     assert pre_tokens
     tokens = {s.name: s.value for s in samples if s.name.startswith("ctxwatch_rewrite_tokens_before_")
-              and s.labels.get("agent") == "claude_code" and s.labels.get("kind") == "compact"
+              and s.labels.get("agent") == agent_of("claude_code") and s.labels.get("kind") == "compact"
               and s.labels.get("le") in (None, "+Inf")}
     assert tokens == {"ctxwatch_rewrite_tokens_before_sum": sum(pre_tokens),
                       "ctxwatch_rewrite_tokens_before_count": len(pre_tokens),
                       "ctxwatch_rewrite_tokens_before_bucket": len(pre_tokens)}
     assert not [s for s in samples if s.name.startswith("ctxwatch_rewrite_tokens_before_")
-                and s.labels.get("agent") not in ("claude_code", None) and s.value]  # no other agent records one
+                and s.labels.get("agent") not in (agent_of("claude_code"), None) and s.value]  # only Claude Code
 
 
 def test_loop_id_is_derived_from_the_file_and_agent_can_be_named(monitor: MonitorClient, corpus: Path,
