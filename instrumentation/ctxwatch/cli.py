@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .replay import command as replay_command
     replay_command.add_arguments(sub.add_parser(
         "replay", help="audit recorded agent sessions for the context mutations in them",
-        description="Audit recorded sessions (Claude Code, Codex, SWE-agent, OpenHands, JSONL of message lists): "
+        description="Audit recorded sessions (Claude Code, Codex, SWE-agent, OpenHands, Gemini CLI, JSONL of message "
+        "lists): "
         "every context mutation with its sizes, orphaned tool pairs, lost literals, hash distance and contraction "
         "verdict. Exit 0 clean, 1 findings (orphaned tool pairs, contraction), 2 unreadable input. "
         "JSON schema: docs/replay.md."))

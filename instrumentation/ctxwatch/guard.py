@@ -38,7 +38,7 @@ from . import cache as prompt_cache
 from . import decision as decisions
 from . import semconv
 from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral, check_on_refusal
-from .contraction import ContractionDetector, DetectorConfig
+from .contraction import ContractionDetector, CycleVerdict, DetectorConfig
 from .cycles import measure_cycle
 from .deferral import Conversion, DeferralQueue, carried_text, results_cleared_in_place, whole_pair_conversion
 from .diff import Change
@@ -683,7 +683,7 @@ class ContextGuard:
                 failed("contraction", exc)
             else:
                 if verdict.state == "contracting":
-                    findings.append(_contraction_finding(verdict.onset, verdict.d_net, verdict.r, verdict.cycle))
+                    findings.append(_contraction_finding(verdict))
             findings = decisions.apply_table(findings, enforcement)
             decision = decisions.decide(findings)
         elif self.halted_at is not None and rewrite:
@@ -760,12 +760,22 @@ class ContextGuard:
         return self.bridge.checked(state.context.messages, state.raw)
 
 
-def _contraction_finding(onset: int | None, d: float, r: float, cycle: int) -> Finding:
-    return Finding("contraction", f"the loop is in the contraction regime since cycle {onset}: net hash distance "
-                   f"{d:.3f} < literal-loss rate {r:.3f} while distances shrink and lost literals accumulate; "
-                   "the rewrite converges on its own directive. Halt the loop and fix the rewrite policy "
-                   "(directive out of band, literals preserved).",
-                   action="halt", details={"onset": onset, "cycle": cycle})
+def _contraction_finding(verdict: CycleVerdict) -> Finding:
+    """The alarm's finding, worded from what the detector saw on this cycle: d', r, the literals and the
+    trend that held (figures only: no message text)."""
+    v = verdict
+    if v.contracted:
+        trend = f"the literals it keeps contracting ({v.literals_before - v.literals_lost} kept)"
+    elif v.shrinking:
+        trend = "the hash distance converging"
+    else:
+        trend = "no trend this cycle, and no clear cycle to leave the regime"
+    return Finding("contraction", f"the loop is in the contraction regime since cycle {v.onset}: its rewrites change "
+                   "the context less than the share of protected literals they drop (cycle "
+                   f"{v.cycle}: net hash distance {v.d_net:.3f} {'<' if v.below else '>='} literal-loss rate "
+                   f"{v.r:.3f}, {v.literals_lost} of {v.literals_before} literals lost, {trend}). Halt the loop "
+                   "and fix what the rewrite keeps: the literals it drops.",
+                   action="halt", details={"onset": v.onset, "cycle": v.cycle})
 
 
 def _with_finding(evaluation: Evaluation, finding: Finding, first: bool = False) -> Evaluation:

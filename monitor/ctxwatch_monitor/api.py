@@ -175,7 +175,7 @@ def api_router(engine: Engine, auth: BearerAuth) -> APIRouter:
 
     def page(state: str | None, status: str | None, agent: str | None, service: str | None, offset: int,
              limit: int) -> dict[str, Any]:
-        loops = iter(store.alarms.values()) if state == "contracting" else iter(store)
+        loops = iter(store)
         if state or status or agent is not None or service is not None:
             matching = [loop for loop in loops if (state is None or loop.state == state)
                         and (status is None or loop.oncall.status == status)

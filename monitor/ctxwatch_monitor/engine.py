@@ -28,8 +28,8 @@ from ctxwatch.contraction import STATES, ContractionDetector, DetectorConfig
 
 from .config import MonitorConfig
 from .instruments import LABEL_STATE_KEYS, Instruments
-from .loop_state import IDLE, OncallState
-from .loops import CONTRACTING, LoopState, LoopStore
+from .loop_state import CONTRACTING, IDLE, OncallState
+from .loops import LoopState, LoopStore
 from .ordering import GUARD, HELD, LATE, MONITOR, LoopOrder, Sequencer
 from .otlp_codec import RawSpan
 from .persistence import Database
@@ -113,6 +113,7 @@ class Engine:
                 self.store.add(loop)
                 if loop.order.waiting:
                     self.waiting.add(loop.loop_id)
+            self.store.evict_past_cap()
             self.store.dirty.clear()
             self.store.removed.clear()
         self.ready = True
@@ -147,7 +148,9 @@ class Engine:
                 records.append(record)
         now = time.time()
         try:
-            self.instruments.observe([(record, self._apply(record, now)) for record in records])
+            taken = [(record, labels) for record in records if (labels := self._apply(record, now)) is not None]
+            self.instruments.observe(taken)
+            self.store.evict_past_cap()  # past the spans: a new loop is ranked by the status they gave it
         except Exception as exc:  # a half-applied request must not reach the database
             log.exception("ctxwatch monitor: applying a request failed; reloading the last committed state")
             self._reload_after_failure()
@@ -169,8 +172,10 @@ class Engine:
         instruments.spans_rejected.inc((), sum(r.rejected for r in results))
         instruments.spans_ignored.inc((), sum(r.ignored for r in results))
 
-    def _apply(self, record: MutationRecord, now: float) -> tuple[str, str]:
-        """Apply one record to its loop; returns the loop's (service, agent) labels to count it under."""
+    def _apply(self, record: MutationRecord, now: float) -> tuple[str, str] | None:
+        """Apply one record to its loop; returns the loop's (service, agent) labels to count it under in the
+        fleet metrics, or None for a late span (counted in `late_spans` only: the fleet metrics count what
+        the loops take, so a duplicate, e.g. a second ``replay --otlp`` of a session, is not counted twice)."""
         store = self.store
         loop = store.get(record.loop_id)
         if loop is None:
@@ -188,8 +193,8 @@ class Engine:
         if record.sequence is None:
             if loop.order.sequenced:
                 self.instruments.late_spans.inc(("unsequenced",))  # counted, not a cycle: the loop's guard numbers them
-            else:
-                self._apply_unsequenced(loop, record, now)
+                return None
+            self._apply_unsequenced(loop, record, now)
             return loop.labels
         outcome = self.sequencer.offer(loop, record, now)
         if outcome == LATE:
@@ -200,7 +205,7 @@ class Engine:
             self.waiting.add(loop.loop_id)
         else:
             self.waiting.discard(loop.loop_id)
-        return loop.labels
+        return None if outcome == LATE else loop.labels
 
     def _apply_unsequenced(self, loop: LoopState, record: MutationRecord, now: float) -> None:
         """A span of a guard that does not number its spans: applied in arrival order; another episode

@@ -35,6 +35,8 @@ HEALTHY, REFUSING, CONTRACTING, BLOCKED, HALTED, IDLE = (
 STATUSES: tuple[str, ...] = (HEALTHY, REFUSING, CONTRACTING, BLOCKED, HALTED, IDLE)
 ALARMING = frozenset({REFUSING, CONTRACTING, BLOCKED, HALTED})
 SEVERITY = {HALTED: 0, BLOCKED: 1, CONTRACTING: 2, REFUSING: 3, IDLE: 4, HEALTHY: 5}  # the alarm list's order
+# how strongly a full loop store keeps a loop (`OncallState.keep_rank`): evicted first, a stopped alarm, an active one
+CALM_RANK, STOPPED_RANK, ALARM_RANK = 0, 1, 2
 # the decisions that refuse a rewrite for good; a deferral is queued, not refused (docs/telemetry.md, "Why defer
 # is not an error"): it is counted, but moves no loop out of healthy (CtxwatchDeferredBacklog watches deferrals)
 REFUSALS = frozenset({"abort", "halt"})
@@ -156,6 +158,14 @@ class OncallState:
             self.alarm_end = at
         self.before_idle = self.status if status == IDLE else None
         self.status = status
+
+    def keep_rank(self) -> int:
+        """Which loops a full store evicts first (docs/monitor.md, "Eviction"): `ALARM_RANK` (kept longest) for
+        an active alarm (a status in `ALARMING`, as `alarm` says), `STOPPED_RANK` for a loop that went idle in
+        an alarm (nobody saw it resolve), `CALM_RANK` for the others."""
+        if self.status in ALARMING:
+            return ALARM_RANK
+        return STOPPED_RANK if self.status == IDLE and self.before_idle in ALARMING else CALM_RANK
 
     def alarm(self, now: float, retention: float) -> str | None:
         """Whether the loop belongs on the alarm list: 'active' (alarming now), 'stopped' (idle after an

@@ -2,9 +2,10 @@
 
 Each `LoopState` has `__slots__` and keeps its history as one bytearray ring of fixed-size packed
 entries, so a tracked loop costs well under 2 KB. The `LoopStore` keeps loops in least-recently-
-seen order: past `max_loops` the oldest loop not in an alarm state is evicted (loops in the
-contraction regime go last, so a flood of new loop ids cannot clear an alarm), and `sweep` forgets
-loops not seen within the TTL; both are counted. The per-(service, agent, state) loop counts behind `ctxwatch_loops`
+seen order: past `max_loops` the least recently seen loop of the lowest on-call rank is evicted
+(`OncallState.keep_rank`: loops not in an alarm first, then those that went idle in one, active alarms
+last, so a flood of new loop ids cannot clear an alarm), and `sweep` forgets loops not seen within the
+TTL; both are counted. The per-(service, agent, state) loop counts behind `ctxwatch_loops`
 (and per on-call status behind `ctxwatch_loops_by_status`) are adjusted on every change, so /metrics never scans
 the loops.
 """
@@ -21,7 +22,7 @@ from ctxwatch.contraction import STATES
 from ctxwatch.report import DECISIONS, MUTATION_KINDS
 
 from .instruments import Instruments
-from .loop_state import ALARMING, OncallState
+from .loop_state import ALARM_RANK, ALARMING, CALM_RANK, STOPPED_RANK, OncallState
 from .ordering import LoopOrder
 
 # 25 bytes: time (the span's end in ms since the epoch, 48 bits as uint32 + uint16: exact to the ms however old
@@ -41,7 +42,6 @@ _KIND_CODES = {kind: i for i, kind in enumerate(MUTATION_KINDS)}
 _DECISION_CODES = {decision: i for i, decision in enumerate(DECISIONS)}
 _STATE_CODES = {state: i for i, state in enumerate(STATES)}
 _OTHER_KIND = 255
-CONTRACTING = "contracting"  # the ctxwatch.contraction state that is an alarm
 
 
 class Cycle(NamedTuple):
@@ -140,8 +140,9 @@ class LoopStore:
         self.instruments = instruments
         self.max_loops, self.ttl = max_loops, ttl
         self.loops: OrderedDict[str, LoopState] = OrderedDict()
-        self.alarms: dict[str, LoopState] = {}
-        self.calm: OrderedDict[str, LoopState] = OrderedDict()  # the others, least recently seen first
+        # the loops by keep rank (CALM_RANK, STOPPED_RANK, ALARM_RANK), each least recently seen first
+        self.ranks: tuple[OrderedDict[str, LoopState], ...] = tuple(
+            OrderedDict() for _ in (CALM_RANK, STOPPED_RANK, ALARM_RANK))
         self.alarm_board: dict[str, LoopState] = {}  # loops that have been in an alarming status (loop_state)
         self.dirty: set[str] = set()
         self.removed: set[str] = set()
@@ -156,31 +157,40 @@ class LoopStore:
         """Most recently seen first."""
         return reversed(self.loops.values())
 
+    @property
+    def alarms(self) -> OrderedDict[str, LoopState]:
+        """The loops whose alarm is active (refusing, contracting, blocked, halted), least recently seen first."""
+        return self.ranks[ALARM_RANK]
+
     def _count(self, loop: LoopState, delta: int) -> None:
         self.instruments.loops.add((*loop.labels, loop.state), delta)
         self.instruments.loop_status.add((*loop.labels, loop.oncall.status), delta)
-        group = self.alarms if loop.state == CONTRACTING else self.calm
-        if delta > 0:
-            group[loop.loop_id] = loop
-        else:
-            group.pop(loop.loop_id, None)
 
     def add(self, loop: LoopState) -> None:
-        """Track a new or restored loop as the most recently seen one (evicting past the cap)."""
+        """Track a new or restored loop as the most recently seen one (`evict_past_cap` enforces the cap once
+        its spans are applied, so that a new loop is ranked by the status they give it)."""
         self.loops[loop.loop_id] = loop
         if loop.oncall.alarm_end is not None or loop.oncall.status in ALARMING:
             self.alarm_board[loop.loop_id] = loop
         self._count(loop, +1)
+        self.ranks[loop.oncall.keep_rank()][loop.loop_id] = loop
         self.removed.discard(loop.loop_id)
+        self.instruments.loops_tracked.set((), len(self.loops))
+
+    def evict_past_cap(self) -> None:
+        """Evict loops until `max_loops` are tracked: the least recently seen of the lowest keep rank first
+        (`OncallState.keep_rank`), so a loop whose alarm is active goes only when active alarms alone are
+        more than `max_loops` (then the least recently seen of them)."""
+        ranks = self.ranks
         while len(self.loops) > self.max_loops:
-            self._evict(next(iter((self.calm or self.loops).values())), "cap")
+            group = next(group for group in ranks if group)
+            self._evict(next(iter(group.values())), "cap")
         self.instruments.loops_tracked.set((), len(self.loops))
 
     def touch(self, loop: LoopState, service: str, agent: str, now: float) -> None:
         """Mark `loop` seen now; follow a change of its service or agent name."""
         self.loops.move_to_end(loop.loop_id)
-        if loop.loop_id in self.calm:
-            self.calm.move_to_end(loop.loop_id)
+        self.ranks[loop.oncall.keep_rank()].move_to_end(loop.loop_id)
         loop.last_seen = now
         if (service and service != loop.service) or (agent and agent != loop.agent):
             self._count(loop, -1)
@@ -199,7 +209,11 @@ class LoopStore:
         """Move the loop to another on-call status (`loop_state.STATUSES`), keeping the counts by status."""
         if status != loop.oncall.status:
             self.instruments.loop_status.add((*loop.labels, loop.oncall.status), -1)
+            rank = loop.oncall.keep_rank()
             loop.oncall.moved_to(status, at)
+            if loop.oncall.keep_rank() != rank:  # it joins its new rank as the most recently seen there
+                del self.ranks[rank][loop.loop_id]
+                self.ranks[loop.oncall.keep_rank()][loop.loop_id] = loop
             if status in ALARMING:
                 self.alarm_board[loop.loop_id] = loop
             self.instruments.loop_status.add((*loop.labels, status), +1)
@@ -219,6 +233,7 @@ class LoopStore:
 
     def _evict(self, loop: LoopState, reason: str) -> None:
         del self.loops[loop.loop_id]
+        del self.ranks[loop.oncall.keep_rank()][loop.loop_id]
         self.alarm_board.pop(loop.loop_id, None)
         self._count(loop, -1)
         self.dirty.discard(loop.loop_id)
@@ -244,8 +259,8 @@ class LoopStore:
         for loop in list(self.loops.values()):
             self._count(loop, -1)
         self.loops.clear()
-        self.alarms.clear()
-        self.calm.clear()
+        for group in self.ranks:
+            group.clear()
         self.alarm_board.clear()
         self.dirty.clear()
         self.removed.clear()

@@ -180,8 +180,35 @@ def test_a_forced_format_under_which_nothing_parses_exits_2(corpus: Path, forced
     proc = ctxwatch("replay", path, "--format", forced)
     assert proc.returncode == 2, proc.stdout
     (problem,) = problems(proc.stderr)
-    assert problem.startswith(f"ctxwatch replay: {path}")
+    assert problem == mismatch(path, forced, "claude_code")
     assert "UNREADABLE" in proc.stdout and "(exit 2)" in proc.stdout
+
+
+def mismatch(path: Path, forced: str, detected: str) -> str:
+    return (f"ctxwatch replay: {path}: not a {forced} session (--format {forced}); it reads as {detected}: "
+            f"leave --format out or pass --format {detected}")
+
+
+@pytest.mark.parametrize("kind", ["swe_agent", "openhands", "gemini_cli"])
+def test_a_jsonl_format_forced_on_a_pretty_printed_document_names_the_mismatch(corpus: Path, kind: str) -> None:
+    """Review L3: a document read line by line failed at 'line 1: truncated JSON' - the file was fine, the
+    format was not; the one line names the format the file reads as."""
+    documents = [p for p in of_kind(kind, corpus) if p.read_bytes().lstrip()[:1] in (b"{", b"[")]
+    if not documents:
+        pytest.skip(f"no {kind} document in the corpus")
+    for forced in ("claude_code", "codex", "messages_jsonl"):
+        proc = ctxwatch("replay", documents[0], "--format", forced)
+        assert proc.returncode == 2, proc.stdout
+        assert problems(proc.stderr) == [mismatch(documents[0], forced, kind)]
+        assert "truncated" not in proc.stderr
+
+
+def test_the_help_lists_every_format_replay_reads() -> None:
+    proc = ctxwatch("replay", "--help")
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    for name in ("Claude Code", "Codex", "SWE-agent", "OpenHands", "Gemini CLI", "JSONL of message lists"):
+        assert name in text, name
 
 
 def test_a_forced_format_that_fits_reads_as_detected(corpus: Path) -> None:

@@ -23,6 +23,11 @@ from ctxwatch.simulate.loops import absorption_loop
 from ctxwatch.telemetry.sequence import recorded_instance
 
 
+def agent_of(fmt: str) -> str:
+    """The agent name a backfill sends for a session format (as `ctxwatch watch` names the coding agents)."""
+    return {"claude_code": "claude-code", "codex": "codex", "gemini_cli": "gemini-cli"}.get(fmt, fmt)
+
+
 def test_backfill_into_a_monitor(monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
     contracting = write_snapshots(tmp_path / "absorbing.jsonl",
                                   [b for c in absorption_loop(2).cycles for b in (c.pre, c.post)])
@@ -35,7 +40,7 @@ def test_backfill_into_a_monitor(monitor: MonitorClient, corpus: Path, tmp_path:
     assert set(loops) == {s["loop_id"] for s in doc["sessions"]}
     for session in doc["sessions"]:
         loop = loops[session["loop_id"]]
-        assert (loop["agent"], loop["service"]) == (session["format"], "ctxwatch-replay")
+        assert (loop["agent"], loop["service"]) == (agent_of(session["format"]), "ctxwatch-replay")
         assert loop["cycles"] == len(session["mutations"])
         assert loop["state"] == session["verdict"]["state"]
         detail = loop_detail(monitor.url, session["loop_id"])
@@ -78,19 +83,19 @@ def _versions_and_tokens_before_reach_the_metrics(url: str, files: list[Path], d
             versions.setdefault(s.labels["agent"], set()).add(s.labels["agent_version"])
     for fmt in ("claude_code", "codex"):
         recorded = {_recorded_version(f) for f in files if kind_of(f) == fmt}
-        assert recorded and None not in recorded and versions[fmt] == recorded, fmt
+        assert recorded and None not in recorded and versions[agent_of(fmt)] == recorded, fmt
     assert versions["swe_agent"] == {""}  # not a coding agent `ctxwatch watch` follows: no version read
     pre_tokens = [m["pre_tokens"] for s in doc["sessions"] if s["format"] == "claude_code" for m in s["mutations"]
                   if m["kind"] == "compact" and m["pre_tokens"] is not None]
     assert pre_tokens
     tokens = {s.name: s.value for s in samples if s.name.startswith("ctxwatch_rewrite_tokens_before_")
-              and s.labels.get("agent") == "claude_code" and s.labels.get("kind") == "compact"
+              and s.labels.get("agent") == agent_of("claude_code") and s.labels.get("kind") == "compact"
               and s.labels.get("le") in (None, "+Inf")}
     assert tokens == {"ctxwatch_rewrite_tokens_before_sum": sum(pre_tokens),
                       "ctxwatch_rewrite_tokens_before_count": len(pre_tokens),
                       "ctxwatch_rewrite_tokens_before_bucket": len(pre_tokens)}
     assert not [s for s in samples if s.name.startswith("ctxwatch_rewrite_tokens_before_")
-                and s.labels.get("agent") not in ("claude_code", None) and s.value]  # no other agent records one
+                and s.labels.get("agent") not in (agent_of("claude_code"), None) and s.value]  # only Claude Code
 
 
 def test_loop_id_is_derived_from_the_file_and_agent_can_be_named(monitor: MonitorClient, corpus: Path,
@@ -123,7 +128,8 @@ def test_unreachable_endpoint_exits_2_with_one_line(corpus: Path) -> None:
 def test_a_second_backfill_of_a_session_is_the_same_instance_and_changes_nothing(monitor: MonitorClient,
                                                                                  tmp_path: Path) -> None:
     """A backfill numbers its session as a UUID v5 of the loop id on every run (review D2): sent again, its
-    spans are duplicates (late), not a restarted agent that would start the loop over."""
+    spans are duplicates (late), not a restarted agent that would start the loop over; and the fleet metrics
+    do not count them again either (review L1: `ctxwatch_mutations_total` doubled while the loop did not)."""
     buffers = [b for c in absorption_loop(2).cycles for b in (c.pre, c.post)]
     session = write_snapshots(tmp_path / "absorbing.jsonl", buffers)
     assert ctxwatch("replay", session, "--otlp", monitor.url).returncode == 1
@@ -131,6 +137,9 @@ def test_a_second_backfill_of_a_session_is_the_same_instance_and_changes_nothing
     first = loop_detail(monitor.url, loop["loop_id"])
     assert first is not None and first["state"] == "contracting"
     assert first["instance"] == recorded_instance(loop["loop_id"])
+    fleet = fleet_samples(monitor.url)
+    mutations = sum(v for series, v in fleet.items() if series.startswith("ctxwatch_mutations_total{"))
+    assert mutations == first["sequence"]  # one per span of the session
     assert ctxwatch("replay", session, "--otlp", monitor.url).returncode == 1
     again = loop_detail(monitor.url, loop["loop_id"])
     assert again is not None and again["candidate_instance"] is None
@@ -138,3 +147,11 @@ def test_a_second_backfill_of_a_session_is_the_same_instance_and_changes_nothing
     with urllib.request.urlopen(monitor.url + "/metrics", timeout=10) as resp:  # noqa: S310 - loopback
         late = re.search(r'^ctxwatch_monitor_late_spans_total\{reason="late"\} (\S+)$', resp.read().decode(), re.M)
     assert late is not None and float(late.group(1)) == first["sequence"]  # every span of the second run
+    assert fleet_samples(monitor.url) == fleet
+
+
+def fleet_samples(url: str) -> dict[str, float]:
+    """The fleet metrics' samples (every ``ctxwatch_`` series but the monitor's own), by series."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:  # noqa: S310 - loopback
+        text = resp.read().decode()
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(ctxwatch_(?!monitor_)\S+) (\S+)$", text, re.M)}

@@ -13,6 +13,8 @@ version-like strings only, a hostile value counted under `_OTHER` or, past 256 c
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -96,41 +98,63 @@ def test_a_budget_below_the_overflow_reserve_is_a_config_error(tmp_path: Path) -
 
 def test_label_values_age_out_and_free_their_slot(tmp_path: Path) -> None:
     """Three squatting agent names fill a cap of 3; once neither spans nor loops hold them, a new name
-    gets its own label, and the squatters' series are gone (from the state file too)."""
+    gets its own label, and the squatters' series are gone (from the state file too).
+
+    Label and loop times are wall-clock and persisted, so the phases run on one state file with their own
+    TTLs: what is observed runs with TTLs of an hour (no sweep can race it however slow the machine), the
+    ageing with TTLs of 1 s, waited for as a condition."""
     state = tmp_path / "state.sqlite3"
-    args = ("--label-cap", "3", "--label-ttl", "1", "--loop-ttl", "1", "--sweep-interval", "0.3")
-    monitor = MonitorProcess(state, *args).start()
-    try:
+    steady = ("--label-cap", "3", "--label-ttl", "3600", "--loop-ttl", "3600")
+    ageing = ("--label-cap", "3", "--label-ttl", "1", "--loop-ttl", "1", "--sweep-interval", "0.3")
+    squatters = ("squat-1", "squat-2", "squat-3")
+    with running(state, *steady) as monitor:
         sender = Sender(monitor.url, service="svc")
-        for name in ("squat-1", "squat-2", "squat-3", "late-comer"):
+        for name in (*squatters, "late-comer"):
             sender.mutation(f"loop-{name}", agent=name)
         sender.flush()
+        sender.close()
         text = monitor.get("/metrics").text
         assert metric_value(text, "ctxwatch_mutations_total", agent="squat-1") == 1
         assert metric_value(text, "ctxwatch_mutations_total", agent="_OTHER") == 1  # the cap is full
-        deadline = time.monotonic() + 30
-        while metric_value(monitor.get("/metrics").text, "ctxwatch_mutations_total", agent="squat-1"):
-            assert time.monotonic() < deadline, "squat-1 never aged out"
-            time.sleep(0.2)
-        # the late comer's first loop was seen last: while it is tracked, its spans keep its labels (_OTHER)
-        while monitor.get("/api/loops/loop-late-comer").status_code == 200:
-            assert time.monotonic() < deadline, "loop-late-comer never aged out"
-            time.sleep(0.2)
+    with running(state, *ageing) as monitor:
+        def aged_out() -> bool:
+            text = monitor.get("/metrics").text
+            loops = monitor.get("/api/loops").json()["total"]
+            return loops == 0 and not any(name in text for name in squatters)
+
+        wait_for(aged_out, "the squatters' loops and labels never aged out")
+    with running(state, *steady) as monitor:
+        sender = Sender(monitor.url, service="svc")
         sender.mutation("loop-late-comer", agent="late-comer")
         sender.flush()
         sender.close()
         text = monitor.get("/metrics").text
         assert metric_value(text, "ctxwatch_mutations_total", agent="late-comer") == 1
-        assert "squat-2" not in text and "squat-3" not in text
-    finally:
-        assert monitor.stop() == 0
-    restarted = MonitorProcess(state, *args).start()
-    try:
-        text = restarted.get("/metrics").text
-        assert "squat-1" not in text
+        assert not any(name in text for name in squatters)
+    with running(state, *steady) as monitor:
+        text = monitor.get("/metrics").text
+        assert not any(name in text for name in squatters)
         assert metric_value(text, "ctxwatch_mutations_total", agent="late-comer") == 1
-    finally:
-        restarted.stop()
+
+
+@contextmanager
+def running(state: Path, *args: str) -> Iterator[MonitorProcess]:
+    """A monitor on `state` for the block; it must exit cleanly."""
+    monitor = MonitorProcess(state, *args).start()
+    try:
+        yield monitor
+    except BaseException:
+        monitor.stop()
+        raise
+    assert monitor.stop() == 0
+
+
+def wait_for(condition: Callable[[], bool], what: str, bound: float = 120.0) -> None:
+    """Poll `condition` until it holds (`bound` seconds at most: a generous bound, not a timing)."""
+    deadline = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
 
 
 HOSTILE_VERSIONS = ("2.1\n# TYPE fake counter", "1.0\x1b[31m", "1.0\x00", 'v"1"', "a b", "9" * 33)
@@ -140,16 +164,18 @@ def test_agent_versions_are_bounded_neutralised_and_age_out(tmp_path: Path) -> N
     """21 versions where 20 fit, hostile ones (control characters, a line break that would forge exposition
     lines, quotes, spaces, 33 characters) and a 300-character one: the first 20 have their own series, the
     rest and the hostile ones are `_OTHER`, an empty one is no label, the 300-character span is rejected alone,
-    nothing else is lost; once no span carries them for `label_ttl`, a new version gets its own label."""
-    args = ("--label-ttl", "1", "--loop-ttl", "1", "--sweep-interval", "0.3")
-    monitor = MonitorProcess(tmp_path / "state.sqlite3", *args).start()
+    nothing else is lost; once no span carries them for `label_ttl`, a new version gets its own label.
+    Observed with TTLs of an hour, aged with TTLs of 1 s (as `test_label_values_age_out_and_free_their_slot`)."""
+    state = tmp_path / "state.sqlite3"
+    steady = ("--label-ttl", "3600", "--loop-ttl", "3600")
     version = semconv.GENAI_V1_41.agent_version
-    try:
+    admitted = [f"2.1.{n}" for n in range(semconv.MAX_VERSION_VALUES)]
+    with running(state, *steady) as monitor:
         sender = Sender(monitor.url, service="svc")
-        admitted = [f"2.1.{n}" for n in range(semconv.MAX_VERSION_VALUES)]
         for n, value in enumerate([*admitted, "3.0.0", *HOSTILE_VERSIONS, "", "1" * 300]):
             sender.mutation(f"loop-{n}", agent="claude-code", **{version: value})
         sender.flush()
+        sender.close()
         text = monitor.get("/metrics").text
         assert metric_value(text, "ctxwatch_monitor_spans_rejected_total") == 1
         assert metric_value(text, "ctxwatch_mutations_total", agent="claude-code") == len(admitted) + 2 + len(
@@ -160,16 +186,16 @@ def test_agent_versions_are_bounded_neutralised_and_age_out(tmp_path: Path) -> N
         counted = {s.labels.get("agent_version") for s in samples(text) if s.name == "ctxwatch_mutations_total"}
         assert counted == {*admitted, "_OTHER", ""}
         assert "3.0.0" not in text and "fake" not in text and "\x1b" not in text and "\x00" not in text
-        deadline = time.monotonic() + 30
-        while metric_value(monitor.get("/metrics").text, "ctxwatch_mutations_total", agent_version=admitted[0]):
-            assert time.monotonic() < deadline, "the admitted versions never aged out"
-            time.sleep(0.2)
+    with running(state, "--label-ttl", "1", "--loop-ttl", "1", "--sweep-interval", "0.3") as monitor:
+        wait_for(lambda: not any(metric_value(monitor.get("/metrics").text, "ctxwatch_mutations_total",
+                                              agent_version=v) for v in admitted),
+                 "the admitted versions never aged out")
+    with running(state, *steady) as monitor:
+        sender = Sender(monitor.url, service="svc")
         sender.mutation("loop-upgraded", agent="claude-code", **{version: "3.0.0"})
         sender.flush()
         sender.close()
         assert metric_value(monitor.get("/metrics").text, "ctxwatch_mutations_total", agent_version="3.0.0") == 1
-    finally:
-        assert monitor.stop() == 0
 
 
 def test_label_less_self_metrics_have_a_sample_before_the_first_export(monitor: MonitorProcess) -> None:

@@ -11,12 +11,12 @@ Every recorded buffer was sent to the model, so a mutation's
 A monitor fed these spans rebuilds the same detector state as the replay's own verdict.
 
 Every span carries the session's loop id (`audit.loop_id_for`: a stable id derived from the
-file), the agent name (the session format unless given), the agent's version when the file records
-it (Claude Code, Codex, Gemini CLI: `watch.identity`, as ``ctxwatch watch`` reads it) and the service
-name, and is timed at the ``timestamp`` of the record that marks it (`Session.time_of`; the export
-time when the format records none), so a backfill lands where it happened. A mutation whose record
-says how many tokens the context held before it (Claude Code's ``preTokens``, `Mutation.pre_tokens`)
-carries them (``ctxwatch.tokens.before``). The provider's prompt-cache figures
+file), the agent name (the session format's, `watch.identity.agent_name`, unless given), the agent's
+version when the file records it (Claude Code, Codex, Gemini CLI: `watch.identity`, as ``ctxwatch watch``
+reads it) and the service name, and is timed at the ``timestamp`` of the record that marks it
+(`Session.time_of`; the export time when the format records none), so a backfill lands where it happened.
+A mutation whose record says how many tokens the context held before it (Claude Code's ``preTokens``,
+`Mutation.pre_tokens`) carries them (``ctxwatch.tokens.before``). The provider's prompt-cache figures
 the session records (Claude Code's ``message.usage``, `Session.take_provider_cache`) ride on the
 next span emitted after the response, each response once. Spans are flushed every
 `flush_every` spans, so a long session never overflows the exporter's queue. `skip` passes over
@@ -38,7 +38,7 @@ from ..model import Context, Message
 from ..report import Report
 from ..sessions import Mutation, Session, Snapshot
 from ..telemetry import MutationTelemetry, error_count
-from ..watch.identity import AGENTS, identify_file
+from ..watch.identity import AGENTS, agent_name, identify_file
 from .audit import MutationAudit, Observer, SessionAudit
 from .buffer import FollowedBuffer
 
@@ -150,10 +150,10 @@ class Backfill(Observer):
 def session_backfill(audit: SessionAudit, telemetry: MutationTelemetry, flush: Callable[[], object], *,
                      agent: str | None, service: str, registry: LiteralRegistry) -> Backfill:
     """The observer that backfills the session `audit` is of, as ``replay --otlp`` does: its agent is `agent`,
-    else the session format; its version what the file records, for the coding agents ``ctxwatch watch``
-    follows (`watch.identity`)."""
+    else the session format's as ``ctxwatch watch`` names it (`watch.identity.agent_name`); its version what
+    the file records, for the coding agents ``ctxwatch watch`` follows (`watch.identity`)."""
     version = identify_file(Path(audit.path), audit.format).version if audit.format in AGENTS else None
-    return Backfill(telemetry, flush, loop_id=audit.loop_id, agent=agent or audit.format or "unknown",
+    return Backfill(telemetry, flush, loop_id=audit.loop_id, agent=agent or agent_name(audit.format or "unknown"),
                     service=service, registry=registry, agent_version=version)
 
 

@@ -18,7 +18,7 @@ from typing import TextIO
 
 from .. import __version__
 from ..literals import LiteralRegistry
-from ..sessions import SESSION_FORMATS
+from ..sessions import SESSION_FORMATS, SessionReadError, detect_session_format
 from .audit import SessionAudit, audit_session
 from .backfill import DEFAULT_SERVICE, BackfillError, Exporter
 from .page import render_html
@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report")
     parser.add_argument("--otlp", metavar="URL", help="backfill the guard's spans to this OTLP/HTTP endpoint "
                         "(a monitor or a collector; base URL, /v1/traces is appended)")
-    parser.add_argument("--agent", help="agent name on the backfilled spans (default: the session format)")
+    parser.add_argument("--agent", help="agent name on the backfilled spans (default: claude-code, codex, gemini-cli "
+                        "as ctxwatch watch names them; the session format for the others)")
     parser.add_argument("--service", default=DEFAULT_SERVICE, help=f"service name (default {DEFAULT_SERVICE})")
     parser.add_argument("--strict", action="store_true", help="a line that cannot be read makes the file "
                         "unreadable (exit 2) instead of a reported skip")
@@ -92,9 +93,24 @@ def _audit_all(args: argparse.Namespace, exporter: Exporter | None) -> list[Sess
         observer_for = None
         if exporter is not None:
             observer_for = partial(exporter.observer, agent=args.agent, registry=registry)
-        audits.append(audit_session(path, args.format, strict=args.strict, observer_for=observer_for,
-                                    registry=registry))
+        audit = audit_session(path, args.format, strict=args.strict, observer_for=observer_for, registry=registry)
+        if args.format is not None and not audit.readable:
+            _name_the_mismatch(audit, args.format)
+        audits.append(audit)
     return audits
+
+
+def _name_the_mismatch(audit: SessionAudit, forced: str) -> None:
+    """When the file could not be read in the `forced` format but is detected as another one, say that (a
+    pretty-printed document read as JSONL gives 'truncated JSON', a symptom, not the cause); else the
+    reader's own error stands."""
+    try:
+        detected = detect_session_format(audit.path)
+    except (SessionReadError, OSError):
+        return
+    if detected != forced:
+        audit.error = (f"{audit.path}: not a {forced} session (--format {forced}); it reads as {detected}: "
+                       f"leave --format out or pass --format {detected}")
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:

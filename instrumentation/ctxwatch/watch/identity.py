@@ -27,7 +27,7 @@ from .. import semconv
 from ..sessions.files import BadJSON, parse_line
 from ..telemetry.bounded import BoundedValues
 
-AGENTS = {"claude_code": "claude-code", "codex": "codex", "gemini_cli": "gemini-cli"}
+AGENTS = {"claude_code": "claude-code", "codex": "codex", "gemini_cli": "gemini-cli"}  # the agents watch follows
 MAX_LABEL = 64
 MAX_ID = 128
 HEAD_BYTES = 64 * 1024
@@ -70,9 +70,15 @@ def _project_of(cwd: str | None) -> str | None:
     return PurePath(cwd).name or None if cwd else None
 
 
+def agent_name(format: str) -> str:
+    """The agent (``gen_ai.agent.name``) of a session of `format`, the same from ``watch`` and ``replay --otlp``:
+    ``claude-code``, ``codex``, ``gemini-cli`` for the coding agents, else the format itself."""
+    return AGENTS.get(format, format)
+
+
 def identify(path: Path, format: str, records: list[dict]) -> SessionIdentity:
     """The identity of the session in `path` (of `format`), from its first `records`."""
-    agent = AGENTS.get(format, format)
+    agent = agent_name(format)
     if format == "codex":
         payloads = [r.get("payload") for r in records if r.get("type") == "session_meta"]
         meta = [m for m in payloads if isinstance(m, dict)]
