@@ -256,7 +256,7 @@ class Auditor:
         self.registry = registry or LiteralRegistry()
         self.meter = CycleMeter(registry=self.registry)
         self.detector = ContractionDetector(audit.config)
-        self.buffer = AuditedBuffer(strict=strict_for(audit.format))
+        self.buffer = AuditedBuffer(strict=strict_for(audit.format), registry=self.registry)
         self._pairs_retired = 0
         self._last: Snapshot | None = None
         self._listed: set[str] = set()  # unpaired ids already reported (by a mutation or a buffer)
@@ -279,7 +279,7 @@ class Auditor:
         self._listed.update(calls, results)
         in_flight = tuple(self._at(cid, m.where) for cid in in_flight_ids)
         change = Change(Context(m.before), m.after, "rewrite", digests_before, buf.digests)
-        figures = self.meter.measure_change(change)
+        figures = self.meter.measure_change(change, buf.held)
         verdict = self.detector.update(figures.d, figures.literals_before, figures.literals_lost, buf.size)
         audit = MutationAudit(
             cycle=verdict.cycle, kind=m.kind, source=m.source, step=m.step, where=m.where, line=m.line,
