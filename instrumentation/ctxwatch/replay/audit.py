@@ -275,10 +275,11 @@ class Auditor:
         buf = self.buffer
         buf.sync(m.before)
         size_before, digests_before = buf.size, buf.digests
-        calls, results, in_flight_ids = self._pairs_through(m)
+        keep = buf.shared(m.after)
+        calls, results, in_flight_ids = self._pairs_through(m, keep)
         self._listed.update(calls, results)
         in_flight = tuple(self._at(cid, m.where) for cid in in_flight_ids)
-        change = Change(Context(m.before), m.after, "rewrite", digests_before, buf.digests)
+        change = Change(Context(m.before), m.after, "rewrite", digests_before, buf.digests, shared=keep)
         figures = self.meter.measure_change(change, buf.held)
         verdict = self.detector.update(figures.d, figures.literals_before, figures.literals_lost, buf.size)
         audit = MutationAudit(
@@ -291,15 +292,15 @@ class Auditor:
         self.audit.mutations.append(audit)
         return audit
 
-    def _pairs_through(self, m: Mutation) -> tuple[list[str], list[str], list[str]]:
-        """Move the followed buffer from `m.before` (where it is) to `m.after`, listing the ids
-        unpaired before it: (calls, results) the mutation orphans, and the calls in flight it drops."""
+    def _pairs_through(self, m: Mutation, keep: int) -> tuple[list[str], list[str], list[str]]:
+        """Move the followed buffer from `m.before` (where it is) to `m.after` (`keep` leading messages in
+        common), listing the ids unpaired before it: (calls, results) the mutation orphans, and the calls
+        in flight it drops."""
         buf = self.buffer
         before = buf.pairs
         self._orphans_in(before, m.where)
         pending, orphan_calls, orphan_results = set(before.pending), list(before.orphan_calls), list(
             before.orphan_results)
-        keep = buf.shared(m.after)
         leaving_calls, leaving_results = buf.scanner.entered_from(keep)
         paired_leaving = {c for c in (*leaving_calls, *leaving_results) if c in before.calls and c in before.results}
         buf.sync(m.after, keep)
