@@ -10,6 +10,7 @@ import string
 import tracemalloc
 from pathlib import Path
 
+import pytest
 from opentelemetry.trace import NoOpTracerProvider
 
 from ctxwatch.contraction import DetectorConfig
@@ -28,8 +29,8 @@ def _record(kind: str, uuid: str, parent: str | None, **fields: object) -> str:
                        "uuid": uuid, **fields}) + "\n"
 
 
-def _session(path: Path, output: str) -> None:
-    """A tool call whose result is `output`, a compaction, and two short turns after it."""
+def _session(path: Path, output: str, ends_at_summary: bool) -> None:
+    """A tool call whose result is `output`, a compaction, and (unless `ends_at_summary`) two short turns."""
     say = {"role": "assistant", "content": [{"type": "text", "text": "done"}]}
     lines = [
         _record("user", "u1", None, message={"role": "user", "content": "List the build outputs of ORD-1042"}),
@@ -46,7 +47,7 @@ def _session(path: Path, output: str) -> None:
         _record("user", "u2", "a3", message={"role": "user", "content": "Go on"}),
         _record("assistant", "a4", "u2", message={"id": "msg_4", **say}),
     ]
-    path.write_text("".join(lines), encoding="utf-8")
+    path.write_text("".join(lines[:6] if ends_at_summary else lines), encoding="utf-8")
 
 
 def _held_when_caught_up(path: Path) -> tuple[int, Auditor]:
@@ -74,10 +75,11 @@ def _held_when_caught_up(path: Path) -> tuple[int, Auditor]:
     return held[0], auditor
 
 
-def test_a_followed_session_does_not_hold_the_text_its_compaction_dropped(tmp_path):
+@pytest.mark.parametrize("ends_at_summary", [False, True])
+def test_a_followed_session_does_not_hold_the_text_its_compaction_dropped(tmp_path, ends_at_summary):
     output = "".join(random.Random(18).choices(string.ascii_letters + " \n", k=OUTPUT_CHARS))  # unique text
     path = tmp_path / "session.jsonl"
-    _session(path, output)
+    _session(path, output, ends_at_summary)
     held, auditor = _held_when_caught_up(path)
     (compaction,) = auditor.audit.mutations
     assert compaction.kind == "compact" and compaction.size_before > OUTPUT_CHARS  # the text was read and measured

@@ -272,6 +272,7 @@ class Auditor:
     def mutation(self, m: Mutation) -> MutationAudit:
         self._seen(m.line)
         self._read_any = True
+        self._last = None  # the buffer recorded before is left behind (a snapshot of the one after follows)
         buf = self.buffer
         buf.sync(m.before)
         size_before, digests_before = buf.size, buf.digests
@@ -380,7 +381,9 @@ def audit_session(path: str | os.PathLike[str], format: str | None = None, *, st
 
 def feed(session: Session, auditor: Auditor, observer: Observer | None, *, final: bool = True) -> None:
     """Stream `session`'s events through `auditor` and then `observer`; with ``final=False`` the
-    buffer left at the end of the file (never sent, see `Snapshot.final`) is passed over."""
+    buffer left at the end of the file (never sent, see `Snapshot.final`) is passed over. An event is let go
+    once handled: a followed session waits for its file to grow inside the stream, and a compaction's
+    buffer before must not stay alive through that wait."""
     if observer is not None:
         observer.started(session)
     for event in session:
@@ -392,3 +395,4 @@ def feed(session: Session, auditor: Auditor, observer: Observer | None, *, final
             auditor.snapshot(event)
             if observer is not None:
                 observer.snapshot(event)
+        del event
