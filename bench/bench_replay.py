@@ -15,7 +15,9 @@ not their names) as one batch. The worst cases are generated Claude Code files o
   rebuild the growing message at every line (quadratic: 57 s for 7 MB);
 - ``rewinds``: N short turns, every other one a rewind to the turn before — N/2 mutations of a
   buffer that keeps growing, each measured as the guard measures a live one (once O(m·n): every
-  mutation re-read its whole buffer).
+  mutation re-read its whole buffer);
+- ``losing``: the same, but each user record names a ticket of its own, so every rewind really loses a
+  literal (once O(m·n): each loss was confirmed by a look through the whole buffer after).
 
 Each is replayed at three sizes (a quarter, half and all of ``--worst-mb``), each beside its own
 baseline; the time per MB and how the ratio to the baseline grows from the smallest size (1 while
@@ -94,21 +96,27 @@ def one_turn_lines(n: int) -> Iterator[str]:
         parent = f"r{i}"
 
 
-def rewind_lines(n: int) -> Iterator[str]:
-    """`n` short turns; every other user record re-parents onto the turn before (a rewind)."""
+def rewind_lines(n: int, tickets: bool = False) -> Iterator[str]:
+    """`n` short turns; every other user record re-parents onto the turn before (a rewind). With
+    `tickets`, each user record names a ticket of its own, so every rewind loses one literal."""
     yield _record("user", "u0", None, {"role": "user", "content": "Plan the migration of ORD-1042"})
     parent = "u0"
     for i in range(n):
         yield _record("assistant", f"a{i}", parent, {"id": f"msg_{i}", "role": "assistant",
                                                      "content": [{"type": "text", "text": f"step {i} " + "y" * 150}]})
         yield _record("user", f"u{i + 1}", f"a{i - 1}" if i % 2 else f"a{i}",
-                      {"role": "user", "content": f"go on {i} " + "z" * 150})
+                      {"role": "user", "content": f"go on {f'OPS-{i:05d}' if tickets else i} " + "z" * 150})
         parent = f"u{i + 1}"
+
+
+def losing_rewind_lines(n: int) -> Iterator[str]:
+    return rewind_lines(n, tickets=True)
 
 
 WORST_CASES: dict[str, tuple[Callable[[int], Iterator[str]], int]] = {
     "one-turn": (one_turn_lines, 2 * 240),  # (generator, bytes per unit of n, about)
     "rewinds": (rewind_lines, 2 * 250),
+    "losing": (losing_rewind_lines, 2 * 250),
 }
 
 

@@ -100,17 +100,21 @@ class CycleMeter:
         """The figures of the rewrite P_t -> Q_t, recorded as applied."""
         return self.measure_change(Change.between(Context(tuple(pre)), tuple(post), "rewrite"))
 
-    def measure_change(self, change: Change) -> CycleFigures:
+    def measure_change(self, change: Change,
+                       held_after: Callable[[set[str]], set[str]] | None = None) -> CycleFigures:
         """As `measure`, for a `Change` whose digests the caller already keeps (replay follows its
-        buffer incrementally, so building the change costs no pass over the messages)."""
-        return self._measure(change)
+        buffer incrementally, so building the change costs no pass over the messages); `held_after`,
+        when the caller follows Q_t's literals itself, says which candidates Q_t holds (as
+        `LiteralRegistry.held_by` of ``change.after`` would)."""
+        return self._measure(change, held_after)
 
     def cycle(self, pre: Sequence[Message], post: Sequence[Message]) -> CycleFigures | None:
         """As `measure`, but None for a pure append (Q_t extends P_t), which is no rewrite cycle."""
         change = Change.between(Context(tuple(pre)), tuple(post), "rewrite")
         return None if change.is_append_only else self._measure(change)
 
-    def _measure(self, change: Change) -> CycleFigures:
+    def _measure(self, change: Change,
+                 held_after: Callable[[set[str]], set[str]] | None = None) -> CycleFigures:
         if self._last is None:
             base = self.fingerprinter.buffer(change.before.messages)
             fp_after = base.updated(change.removed_messages, change.added_messages)
@@ -118,7 +122,7 @@ class CycleMeter:
             base = self._last
             fp_after = self._fingerprint_after(change)
         figures = _figures(change, base, fp_after, self.registry,
-                           lambda candidates: self.registry.held_by(change.after, candidates))
+                           held_after or (lambda candidates: self.registry.held_by(change.after, candidates)))
         self._last, self._last_digests = figures.fp_after, change.after_digests
         return figures
 

@@ -33,10 +33,30 @@ def common_prefix(a: Sequence, b: Sequence) -> int:
     return lo
 
 
+def common_suffix(a: Sequence, b: Sequence, limit: int) -> int:
+    """How many trailing items `a` and `b` share, at most `limit`; the slices compared grow from the end
+    (1, 2, 4... items), so the cost follows the answer, not the lengths."""
+    la, lb = len(a), len(b)
+    lo, span = 0, 1  # a[la - lo:] == b[lb - lo:] holds
+    while lo < limit:
+        hi = min(lo + span, limit)
+        if a[la - hi:la - lo] != b[lb - hi:lb - lo]:
+            while hi - lo > 1:  # a[la - hi:] == b[lb - hi:] does not hold
+                mid = (lo + hi) // 2
+                if a[la - mid:la - lo] == b[lb - mid:lb - lo]:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
+        lo, span = hi, 2 * span
+    return lo
+
+
 @dataclass
 class Change:
     """A proposed mutation of `before` into `after`. `declared` is False when the caller named no kind
-    and the guard named it (`kinds.classify`)."""
+    and the guard named it (`kinds.classify`). `shared`, when the caller knows it, is how many leading
+    messages both sides have in common (a caller following the buffer has found it already)."""
 
     before: Context
     after: tuple[Message, ...]
@@ -44,6 +64,7 @@ class Change:
     before_digests: list[int] = field(repr=False)
     after_digests: list[int] = field(repr=False)
     declared: bool = True
+    shared: int | None = field(default=None, repr=False)
 
     @classmethod
     def between(cls, before: Context, after: tuple[Message, ...], kind: str,
@@ -55,15 +76,15 @@ class Change:
     @cached_property
     def prefix_len(self) -> int:
         """Length of the longest common leading run of identical messages."""
+        if self.shared is not None:
+            return self.shared
         return common_prefix(self.before_digests, self.after_digests)
 
     @cached_property
     def suffix_len(self) -> int:
         """Length of the longest common trailing run that does not overlap the common prefix."""
         limit = min(len(self.before_digests), len(self.after_digests)) - self.prefix_len
-        a = self.before_digests[::-1][:limit]
-        b = self.after_digests[::-1][:limit]
-        return common_prefix(a, b)
+        return common_suffix(self.before_digests, self.after_digests, limit)
 
     @property
     def is_append_only(self) -> bool:

@@ -318,7 +318,8 @@ class _DownstreamTally:
     """The downstream literals of one buffer's distinct messages: digest -> its literals, and
     literal -> how many distinct messages hold it (a duplicated message adds no literal); `digests`
     is the buffer, `copies` how many times each of its digests is in it, `pending` a rewrite of it
-    announced by the caller."""
+    announced by the caller (the digests it removes, not the messages: a compaction's dropped epoch is
+    not kept alive until the next call)."""
 
     __slots__ = ("digests", "copies", "members", "holders", "pending")
 
@@ -327,7 +328,7 @@ class _DownstreamTally:
         self.copies: Counter[int] = Counter()
         self.members: dict[int, frozenset[str]] = {}
         self.holders: Counter[str] = Counter()
-        self.pending: Rewrite | None = None
+        self.pending: tuple[list[int], Sequence[Message], list[int]] | None = None
 
     def rebase(self, registry: LiteralRegistry, messages: Sequence[Message], digests: Sequence[int],
                rewrite: Rewrite | None) -> int:
@@ -337,12 +338,12 @@ class _DownstreamTally:
         copies = self.copies
         if pending is not None and _extends(digests, pending[2]):  # the rewrite was applied
             removed, added, after = pending
-            for m in removed:  # a rewrite's removed and added messages are what the buffer lost and gained
-                left = copies[m.digest] - 1
+            for digest in removed:  # a rewrite's removed and added messages are what the buffer lost and gained
+                left = copies[digest] - 1
                 if left > 0:
-                    copies[m.digest] = left
-                elif copies.pop(m.digest, None) is not None:
-                    self._drop(m.digest)
+                    copies[digest] = left
+                elif copies.pop(digest, None) is not None:
+                    self._drop(digest)
             for m in added:
                 copies[m.digest] += 1
                 self._add(registry, m.digest, m)
@@ -364,7 +365,7 @@ class _DownstreamTally:
                     new.discard(digests[i])
                     self._add(registry, digests[i], messages[i])
         self.digests = digests
-        self.pending = None if rewrite is None else (rewrite[0], rewrite[1], list(rewrite[2]))
+        self.pending = None if rewrite is None else ([m.digest for m in rewrite[0]], rewrite[1], list(rewrite[2]))
         return len(self.holders)
 
     def _add(self, registry: LiteralRegistry, digest: int, message: Message) -> None:

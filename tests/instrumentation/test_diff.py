@@ -30,3 +30,14 @@ def test_a_digest_wanted_once_among_two_copies_is_taken_once():
     change = Change.between(Context((a, c, c, d, a)), (b, c, d, d), "rewrite")
     assert [m.text for m in change.added_messages] == ["b", "d"]
     assert [m.text for m in change.removed_messages] == ["a", "c", "a"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(buffers, buffers)
+def test_the_common_prefix_and_suffix_are_the_longest_runs_both_sides_share(before, after):
+    change = Change.between(Context(tuple(before)), tuple(after), "rewrite")
+    p, s = change.prefix_len, change.suffix_len
+    assert before[:p] == after[:p] and (p == min(len(before), len(after)) or before[p] != after[p])
+    assert p + s <= min(len(before), len(after))
+    assert before[len(before) - s:] == after[len(after) - s:]
+    assert p + s == min(len(before), len(after)) or before[-s - 1] != after[-s - 1]

@@ -256,7 +256,7 @@ class Auditor:
         self.registry = registry or LiteralRegistry()
         self.meter = CycleMeter(registry=self.registry)
         self.detector = ContractionDetector(audit.config)
-        self.buffer = AuditedBuffer(strict=strict_for(audit.format))
+        self.buffer = AuditedBuffer(strict=strict_for(audit.format), registry=self.registry)
         self._pairs_retired = 0
         self._last: Snapshot | None = None
         self._listed: set[str] = set()  # unpaired ids already reported (by a mutation or a buffer)
@@ -272,14 +272,16 @@ class Auditor:
     def mutation(self, m: Mutation) -> MutationAudit:
         self._seen(m.line)
         self._read_any = True
+        self._last = None  # the buffer recorded before is left behind (a snapshot of the one after follows)
         buf = self.buffer
         buf.sync(m.before)
         size_before, digests_before = buf.size, buf.digests
-        calls, results, in_flight_ids = self._pairs_through(m)
+        keep = buf.shared(m.after)
+        calls, results, in_flight_ids = self._pairs_through(m, keep)
         self._listed.update(calls, results)
         in_flight = tuple(self._at(cid, m.where) for cid in in_flight_ids)
-        change = Change(Context(m.before), m.after, "rewrite", digests_before, buf.digests)
-        figures = self.meter.measure_change(change)
+        change = Change(Context(m.before), m.after, "rewrite", digests_before, buf.digests, shared=keep)
+        figures = self.meter.measure_change(change, buf.held)
         verdict = self.detector.update(figures.d, figures.literals_before, figures.literals_lost, buf.size)
         audit = MutationAudit(
             cycle=verdict.cycle, kind=m.kind, source=m.source, step=m.step, where=m.where, line=m.line,
@@ -291,15 +293,15 @@ class Auditor:
         self.audit.mutations.append(audit)
         return audit
 
-    def _pairs_through(self, m: Mutation) -> tuple[list[str], list[str], list[str]]:
-        """Move the followed buffer from `m.before` (where it is) to `m.after`, listing the ids
-        unpaired before it: (calls, results) the mutation orphans, and the calls in flight it drops."""
+    def _pairs_through(self, m: Mutation, keep: int) -> tuple[list[str], list[str], list[str]]:
+        """Move the followed buffer from `m.before` (where it is) to `m.after` (`keep` leading messages in
+        common), listing the ids unpaired before it: (calls, results) the mutation orphans, and the calls
+        in flight it drops."""
         buf = self.buffer
         before = buf.pairs
         self._orphans_in(before, m.where)
         pending, orphan_calls, orphan_results = set(before.pending), list(before.orphan_calls), list(
             before.orphan_results)
-        keep = buf.shared(m.after)
         leaving_calls, leaving_results = buf.scanner.entered_from(keep)
         paired_leaving = {c for c in (*leaving_calls, *leaving_results) if c in before.calls and c in before.results}
         buf.sync(m.after, keep)
@@ -379,7 +381,9 @@ def audit_session(path: str | os.PathLike[str], format: str | None = None, *, st
 
 def feed(session: Session, auditor: Auditor, observer: Observer | None, *, final: bool = True) -> None:
     """Stream `session`'s events through `auditor` and then `observer`; with ``final=False`` the
-    buffer left at the end of the file (never sent, see `Snapshot.final`) is passed over."""
+    buffer left at the end of the file (never sent, see `Snapshot.final`) is passed over. An event is let go
+    once handled: a followed session waits for its file to grow inside the stream, and a compaction's
+    buffer before must not stay alive through that wait."""
     if observer is not None:
         observer.started(session)
     for event in session:
@@ -391,3 +395,4 @@ def feed(session: Session, auditor: Auditor, observer: Observer | None, *, final
             auditor.snapshot(event)
             if observer is not None:
                 observer.snapshot(event)
+        del event

@@ -108,7 +108,11 @@ class Backfill(Observer):
         self.cycles, self.state = audit.cycle, audit.verdict.state
         findings = [replace(f, action="warn") for f in audit.findings()]
         v = audit.verdict
-        cost = invalidated(Change.between(Context.of(mutation.before), mutation.after, audit.kind))  # all consumed
+        current = self.current  # at the buffer before: its digests, and the prefix it shares with the one after
+        before_digests, keep = current.digests, current.shared(mutation.after)
+        current.sync(mutation.after, keep)
+        cost = invalidated(Change(Context.of(mutation.before), mutation.after, audit.kind, before_digests,
+                                  current.digests, shared=keep))  # every message before was consumed
         self._emit(Report(
             loop_id=self.loop_id, kind=audit.kind, decision="patch", findings=findings,
             messages_before=len(mutation.before), messages_after=len(mutation.after), pass_number=audit.cycle,
@@ -118,13 +122,13 @@ class Backfill(Observer):
             orphans_tool_result=len(audit.orphaned_results), contraction_state=v.state,
             invalidated_chars=cost.chars, invalidated_tokens=cost.tokens, tokens_before=mutation.pre_tokens),
             mutation.line)
-        self.current.sync(mutation.after)
 
     def _grow_to(self, messages: tuple[Message, ...], line: int | None) -> None:
-        if messages == self.current.messages:
+        keep = self.current.shared(messages)
+        if keep == len(messages) == len(self.current.messages):
             return
         before, size_before, literals_before = self.current.messages, self.current.size, self.current.literals
-        self.current.sync(messages)
+        self.current.sync(messages, keep)
         self._emit(Report(
             loop_id=self.loop_id, kind="append", decision="patch", findings=[], messages_before=len(before),
             messages_after=len(messages), pass_number=self.cycles, pass_cap=None, agent=self.agent,

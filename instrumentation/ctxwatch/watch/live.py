@@ -54,6 +54,7 @@ class LiveSession(Session):
             if self.ended:
                 return
             yield event
+            del event  # not kept through the wait for more lines (a compaction's buffer before is large)
 
     def lines(self) -> Iterator[tuple[int, Any]]:
         return self.stamped(self._records())
