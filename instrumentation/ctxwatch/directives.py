@@ -57,12 +57,14 @@ def _normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _prepared(markers: Iterable[str]) -> list[tuple[str, str]]:
+def _prepared(markers: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(marker, its normalised form, the longest word of that form) for each marker."""
     prepared = []
     for marker in markers:
         if not isinstance(marker, str) or not marker.strip():
             raise ValueError(f"directive markers must be non-empty strings, got {marker!r}")
-        prepared.append((marker, _normalise(marker)))
+        needle = _normalise(marker)
+        prepared.append((marker, needle, max(needle.split(" "), key=len)))
     return prepared
 
 
@@ -70,10 +72,17 @@ def find_directives(messages: Sequence[Message],
                     markers: Iterable[str] = DEFAULT_MARKERS) -> list[DirectiveHit]:
     """Every (message index, marker) pair where the message's text contains the marker."""
     prepared = _prepared(markers)
+    words = {word for _, _, word in prepared}
     hits: list[DirectiveHit] = []
     for index, message in enumerate(messages):
-        text = _normalise(message.text)
-        hits.extend(DirectiveHit(index, marker) for marker, needle in prepared if needle in text)
+        # each word of a marker found in the normalised text lies within one word of the lower-cased
+        # text, so a message holding none of the markers' longest words is passed over unnormalised
+        lowered = message.text.lower()
+        present = {word for word in words if word in lowered}
+        if present:
+            text = " ".join(lowered.split())
+            hits.extend(DirectiveHit(index, marker) for marker, needle, word in prepared
+                        if word in present and needle in text)
     return hits
 
 
