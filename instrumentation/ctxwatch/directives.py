@@ -16,6 +16,7 @@ with both steps and refuses a rewrite that writes a directive into its own outpu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -57,23 +58,49 @@ def _normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _prepared(markers: Iterable[str]) -> list[tuple[str, str]]:
-    prepared = []
-    for marker in markers:
+def _prepared(markers: Iterable[str]) -> tuple[_Marker, ...]:
+    given = tuple(markers)
+    for marker in given:
         if not isinstance(marker, str) or not marker.strip():
             raise ValueError(f"directive markers must be non-empty strings, got {marker!r}")
-        prepared.append((marker, _normalise(marker)))
-    return prepared
+    return _prepared_once(given)
+
+
+class _Marker(NamedTuple):
+    marker: str
+    needle: str              # its normalised form
+    key: str                 # the needle's longest word
+    others: tuple[str, ...]  # its other words
+
+
+@functools.lru_cache(maxsize=16)
+def _prepared_once(markers: tuple[str, ...]) -> tuple[_Marker, ...]:
+    prepared = []
+    for marker in markers:
+        needle = _normalise(marker)
+        words = needle.split(" ")
+        key = max(words, key=len)
+        prepared.append(_Marker(marker, needle, key, tuple(w for w in words if w != key)))
+    return tuple(prepared)
 
 
 def find_directives(messages: Sequence[Message],
                     markers: Iterable[str] = DEFAULT_MARKERS) -> list[DirectiveHit]:
     """Every (message index, marker) pair where the message's text contains the marker."""
     prepared = _prepared(markers)
+    keys = {m.key for m in prepared}
     hits: list[DirectiveHit] = []
     for index, message in enumerate(messages):
-        text = _normalise(message.text)
-        hits.extend(DirectiveHit(index, marker) for marker, needle in prepared if needle in text)
+        # each word of a marker found in the normalised text lies within one word of the lower-cased
+        # text, so only a marker whose every word the lower-cased text holds is looked for (normalised)
+        lowered = message.text.lower()
+        present = {key for key in keys if key in lowered}
+        if not present:
+            continue
+        candidates = [m for m in prepared if m.key in present and all(w in lowered for w in m.others)]
+        if candidates:
+            text = " ".join(lowered.split())
+            hits.extend(DirectiveHit(index, m.marker) for m in candidates if m.needle in text)
     return hits
 
 

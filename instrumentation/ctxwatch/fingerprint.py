@@ -34,7 +34,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, repeat
-from operator import mul, sub
+from operator import mul
 
 import xxhash
 
@@ -222,8 +222,10 @@ class Fingerprinter:
                              f"this fingerprinter uses {self.config}")
 
     def decode(self, packed: int) -> list[int]:
-        """The signed lane vector of a packed sum."""
-        return list(map(sub, array("I", (packed + self._offset).to_bytes(4 * self.lanes, "little")), repeat(_BIAS)))
+        """The signed lane vector of a packed sum. Offset-binary lanes with their top bit flipped are
+        two's complement ones: read as signed 32-bit integers in C."""
+        offset = self._offset
+        return array("i", ((packed + offset) ^ offset).to_bytes(4 * self.lanes, "little")).tolist()
 
 
 class _Version:

@@ -50,7 +50,7 @@ from .formats import FormatBridge, copy_shape, extended, tail_items
 from .invariants.directive_colocation import check_colocation
 from .invariants.literal_loss import check_literal_loss, literal_diff
 from .invariants.order import check_order
-from .invariants.pairing import check_pairing, index_pairs, introduced_orphans, strict_for
+from .invariants.pairing import check_pairing, index_pairs_after, introduced_orphans, strict_for
 from .invariants.plan import Plan, check_barrier, check_plan, pin_lines
 from .invariants.policy import PolicyRegion, PolicySelector, check_pass_cap
 from .invariants.prefix import check_prefix, check_rerender, check_unread_tail
@@ -622,7 +622,7 @@ class ContextGuard:
     def _evaluate(self, base: ConsumedState, change: Change, tools: list[ToolSchema] | None, rendered: Any,
                   rewrite: bool, *, prefix_change_allowed: bool) -> Evaluation:
         config, enforcement = self.config, self.config.enforce
-        pairs_after = index_pairs(change.after, strict=self._strict)
+        pairs_after = index_pairs_after(change, base.pairs, strict=self._strict)
         orphans = introduced_orphans(base.pairs, pairs_after)
         findings: list[Finding] = []
 

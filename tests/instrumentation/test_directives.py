@@ -4,6 +4,8 @@ out of band with strip-then-reinject."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from ctxwatch.directives import DEFAULT_MARKERS, find_directives, out_of_band, strip_directives
 from ctxwatch.errors import NonIdempotentRewriteError
@@ -22,6 +24,25 @@ def test_record_003_markers_are_found_case_and_whitespace_insensitively():
     msgs = [SYSTEM, *_payload(2), USER_DIRECTIVE]
     assert find_directives(msgs) == [(0, "compress to essentials"), (3, "summarize the notes")]
     assert {"compress to essentials", "remove redundant", "summarize the notes"} <= set(DEFAULT_MARKERS)
+
+
+# text made of the markers' words and their pieces, in mixed case, between every kind of white space
+PIECES = st.sampled_from(["compress", "Compress", "to", "ESSENTIALS", "essential", "the", "notes", "summarize", "re",
+                          "dundant", "remove", "low-", "salience", "x", "İ", "ß", "\u0130ndex"])
+GAPS = st.sampled_from([" ", "  ", "\n", "\t", "\u00a0", "\u2003", "\u3000", "", "-"])
+TEXTS = st.lists(st.tuples(PIECES, GAPS), max_size=12).map(lambda ts: "".join(p + g for p, g in ts))
+MARKERS = st.lists(st.lists(PIECES, min_size=1, max_size=3).map(" ".join), min_size=1, max_size=4)
+
+
+@given(st.lists(TEXTS, max_size=4), st.one_of(st.just(list(DEFAULT_MARKERS)), MARKERS))
+@example(["Now COMPRESS\u2003to\n essentials", "drop LOW-SALIENCE", "compress the notes"], list(DEFAULT_MARKERS))
+@example(["\u0130ndex the notes", "ß"], ["i\u0307ndex", "SS", "ß"])
+def test_markers_are_found_as_in_the_normalised_text(texts, markers):
+    def normalised(text: str) -> str:
+        return " ".join(text.lower().split())
+    expected = [(i, marker) for i, text in enumerate(texts) for marker in markers
+                if normalised(marker) in normalised(text)]
+    assert find_directives([Message("user", text) for text in texts], markers) == expected
 
 
 def test_custom_markers_replace_the_defaults_and_bad_markers_are_refused():

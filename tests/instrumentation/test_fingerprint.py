@@ -179,3 +179,10 @@ def test_a_message_without_words_still_counts():
     b = fpr.buffer(text + [Message("user", [OpaquePart("image", '{"png":"BBBB"}')])])
     assert distance(a, b) > 0.0
     assert message_features(Message("user", "one")) == {"one"}
+
+
+@given(st.sampled_from((8, 64, 512)).flatmap(
+    lambda lanes: st.lists(st.integers(-(2**31) + 1, 2**31 - 1), min_size=lanes, max_size=lanes)))
+def test_a_packed_sum_decodes_to_its_signed_lanes(lanes):
+    packed = sum(value << (32 * i) for i, value in enumerate(lanes))
+    assert Fingerprinter(len(lanes)).decode(packed) == lanes

@@ -2,11 +2,14 @@
 append-only growth is never refused; compaction in whole-pair units never orphans; one dropped
 call or result is caught wherever it sits."""
 
+from dataclasses import asdict
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxwatch import ContextGuard, Message, TextPart, ToolCall, ToolResult, ToolSchema
 from ctxwatch.deferral import pair_units
+from ctxwatch.invariants.pairing import index_pairs
 
 from conversations import FORMATS, in_format
 
@@ -177,3 +180,33 @@ def test_whole_pair_conversion_keeps_everything_after_the_frontier_and_is_valid_
     frontier = next((u.stop for u in units if boundary - 1 in u), 0)
     assert kept[len(kept) - (len(messages) - frontier):] == messages[frontier:]  # the unread part, verbatim
     assert all(i in dropped for i, m in enumerate(messages) if m not in kept)   # only what was dropped goes
+
+
+@st.composite
+def rewrites_in_place(draw, messages: list[Message]) -> list[Message]:
+    """`messages` with some turns condensed to text where they stand: text turns (the case the guard's tool
+    index is reused in), and sometimes a call or a result (which a fresh scan must index)."""
+    out = list(messages)
+    tools_too = draw(st.booleans())
+    for i, m in enumerate(messages):
+        if i and (tools_too or not (m.call_ids or m.result_ids)) and draw(st.booleans()):
+            out[i] = Message(m.role, [TextPart("condensed: " + " ".join(draw(st.lists(st.sampled_from(WORDS),
+                                                                                       max_size=3))))])
+    return out
+
+
+@SETTINGS
+@given(conversations(min_rounds=1), st.data())
+def test_the_tool_index_the_guard_keeps_is_always_that_of_its_context(messages, data):
+    guard = ContextGuard("prop-pairs", pass_cap=None)
+    guard.observe(messages, boundary=data.draw(st.integers(0, len(messages))))
+    for step in range(data.draw(st.integers(1, 6))):
+        current = list(guard.messages)
+        action = data.draw(st.sampled_from(["observe", "in place", "rewrite"]))
+        if action == "observe":
+            guard.observe(current + data.draw(conversations(tag=f"o{step}"))[1:])
+        else:
+            proposal = data.draw(rewrites_in_place(current) if action == "in place" else proposals(current))
+            guard.resolve(proposal, kind="compact")
+        kept = guard._state  # white box: the consumed index, against a fresh scan of the consumed context
+        assert asdict(kept.pairs) == asdict(index_pairs(kept.context.messages))

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..diff import Change
 from ..model import Message, TextPart, ToolCall, ToolResult
 from ..report import Finding
 
@@ -45,6 +46,7 @@ class PairIndex:
     orphan_calls: list[str] = field(default_factory=list)     # tool_use_without_result
     orphan_results: list[str] = field(default_factory=list)   # tool_result_without_use
     separated: dict[str, int] = field(default_factory=dict)   # call id -> index of the message that cut it off
+    strict: bool = True                                       # how it was scanned (`index_pairs`)
 
     @property
     def pairs(self) -> int:
@@ -66,6 +68,40 @@ def index_pairs(messages: Sequence[Message], *, strict: bool = True) -> PairInde
     return PairScanner(strict=strict).extend(messages).pairs()
 
 
+def index_pairs_after(change: Change, before: PairIndex, *, strict: bool = True) -> PairIndex:
+    """``index_pairs(change.after, strict=strict)``, given `before`, the index of ``change.before``.
+    A rewrite that replaces messages without tool traffic in place (each at the index of the one it
+    replaces, every other message where it was) leaves the index as it was: the scan meets the same
+    calls and results at the same indices, and each replaced message cuts off a tool turn exactly
+    when the one before it did (`_cuts`). `before` itself is the answer then; any other change is
+    scanned afresh."""
+    if before.strict == strict and _replaced_in_place(change, strict):
+        return before
+    return index_pairs(change.after, strict=strict)
+
+
+def _replaced_in_place(change: Change, strict: bool) -> bool:
+    old, new = change.before_digests, change.after_digests
+    at = [i for i, _ in change.removed]
+    if len(old) != len(new) or at != [i for i, _ in change.added]:
+        return False
+    start = 0
+    for i in at:  # every other message where it was: the runs between the replaced ones are equal
+        if old[start:i] != new[start:i]:
+            return False
+        start = i + 1
+    if old[start:] != new[start:]:
+        return False
+    before, after = change.before.messages, change.after
+    return all(not (before[i].call_ids or before[i].result_ids or after[i].call_ids or after[i].result_ids)
+               and _cuts(before[i], strict) == _cuts(after[i], strict) for i in at)
+
+
+def _cuts(m: Message, strict: bool) -> bool:
+    """Whether `m` ends a tool turn in progress by what it carries besides tool traffic."""
+    return m.plain and (strict or _model_speaks(m))
+
+
 @dataclass(slots=True)
 class _Undo:
     """What pushing one message changed, so `PairScanner.truncate` can take it back."""
@@ -84,7 +120,7 @@ class PairScanner:
     (a replay follows a buffer that grows and is cut back, each change costing its own size)."""
 
     def __init__(self, *, strict: bool = True, undo: bool = False) -> None:
-        self.index = PairIndex()
+        self.index = PairIndex(strict=strict)
         self.strict = strict
         self.waiting: dict[str, int] = {}  # calls of the current tool turn still without a result
         self.answered = False              # a result of the current tool turn has arrived
@@ -112,11 +148,11 @@ class PairScanner:
                 if m.call_ids or m.result_ids:
                     waiting = dict(waiting)  # the undo record keeps the one before
             if not (m.call_ids or m.result_ids):  # most messages: they matter only to a tool turn in progress
-                if waiting and m.plain and (strict or _model_speaks(m)):
+                if waiting and _cuts(m, strict):
                     waiting = self._cut_off(waiting, i, undo)
                 i += 1
                 continue
-            cuts = m.plain and (strict or _model_speaks(m))
+            cuts = _cuts(m, strict)
             if strict and waiting and m.result_ids and _speaks_before_results(m):
                 waiting = self._cut_off(waiting, i, undo)  # Anthropic wants the tool_result blocks first
             for rid in m.result_ids:
