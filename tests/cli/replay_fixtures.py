@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 import urllib.error
@@ -27,6 +28,24 @@ def ctxwatch(*args: object, timeout: float = 120, **options) -> subprocess.Compl
     """`python -m ctxwatch.cli ARGS...` in a subprocess; stdout and stderr captured as text."""
     return subprocess.run([sys.executable, "-m", "ctxwatch.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, **options)
+
+
+def metrics_text(url: str) -> str:
+    """``GET /metrics`` of the monitor at `url`."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:  # noqa: S310 - loopback
+        return resp.read().decode()
+
+
+def fleet_samples(url: str) -> dict[str, float]:
+    """The fleet metrics' samples (every ``ctxwatch_`` series but the monitor's own), by series."""
+    text = metrics_text(url)
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(ctxwatch_(?!monitor_)\S+) (\S+)$", text, re.M)}
+
+
+def late_spans(url: str) -> float:
+    """The spans the monitor at `url` counted as late (duplicates, or past their gap), not applied."""
+    late = re.search(r'^ctxwatch_monitor_late_spans_total\{reason="late"\} (\S+)$', metrics_text(url), re.M)
+    return float(late.group(1)) if late is not None else 0.0
 
 
 def loop_detail(url: str, loop_id: str) -> dict | None:

@@ -6,17 +6,15 @@ tokens-before histogram holds the recorded ``preTokens`` of every Claude Code co
 
 from __future__ import annotations
 
-import re
 import shutil
 import socket
-import urllib.request
 from pathlib import Path
 
 import httpx
 import pytest
 from corpus_files import jsonl, kind_of, of_kind, readable_files
 from prometheus_client.parser import text_string_to_metric_families
-from replay_fixtures import ctxwatch, loop_detail, replay_json, write_snapshots
+from replay_fixtures import ctxwatch, fleet_samples, late_spans, loop_detail, replay_json, write_snapshots
 
 from ctxwatch.demo.monitor_process import MonitorClient
 from ctxwatch.simulate.loops import absorption_loop
@@ -144,14 +142,5 @@ def test_a_second_backfill_of_a_session_is_the_same_instance_and_changes_nothing
     again = loop_detail(monitor.url, loop["loop_id"])
     assert again is not None and again["candidate_instance"] is None
     assert {k: v for k, v in again.items() if k != "last_seen"} == {k: v for k, v in first.items() if k != "last_seen"}
-    with urllib.request.urlopen(monitor.url + "/metrics", timeout=10) as resp:  # noqa: S310 - loopback
-        late = re.search(r'^ctxwatch_monitor_late_spans_total\{reason="late"\} (\S+)$', resp.read().decode(), re.M)
-    assert late is not None and float(late.group(1)) == first["sequence"]  # every span of the second run
+    assert late_spans(monitor.url) == first["sequence"]  # every span of the second run
     assert fleet_samples(monitor.url) == fleet
-
-
-def fleet_samples(url: str) -> dict[str, float]:
-    """The fleet metrics' samples (every ``ctxwatch_`` series but the monitor's own), by series."""
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:  # noqa: S310 - loopback
-        text = resp.read().decode()
-    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(ctxwatch_(?!monitor_)\S+) (\S+)$", text, re.M)}

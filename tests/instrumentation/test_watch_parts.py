@@ -15,7 +15,7 @@ from corpus_files import document, jsonl, of_kind
 
 from ctxwatch import semconv
 from ctxwatch.sessions.session import recorded_time_ns
-from ctxwatch.watch.identity import OTHER, ServiceLabels, identify
+from ctxwatch.watch.identity import OTHER, ServiceLabels, identify, identify_file, loop_id_for
 from ctxwatch.watch.state import FileState, StateError, load_state, save_state
 from ctxwatch.watch.tail import Tail
 
@@ -55,10 +55,15 @@ def test_every_corpus_session_of_the_three_agents_is_named_from_its_records(corp
         assert identity.agent == agent
         assert identity.loop_id.startswith(f"{agent}-") and len(identity.loop_id) > len(agent) + 1
         assert identity.project and len(identity.project) <= 64
+        assert identify_file(path, fmt) == identity  # read from the file's first 64 KiB only, as replay and watch do
+        assert loop_id_for(path, fmt) == identity.loop_id
         if fmt == "codex":
             meta = next(r["payload"] for r in records if r.get("type") == "session_meta")
             assert identity.loop_id == f"codex-{meta['id']}"
             assert identity.version == meta.get("cli_version")
+        if fmt == "gemini_cli":  # a chat document longer than the head still names its session first
+            recorded = next((r["sessionId"] for r in records if "sessionId" in r), None)
+            assert recorded is None or identity.loop_id == f"gemini-cli-{recorded}"
         if fmt == "claude_code":  # corpus names are not session ids: the records' sessionId is used
             assert identity.loop_id == "claude-code-" + next(r["sessionId"] for r in records if "sessionId" in r)
             assert identity.version == next(r["version"] for r in records if "version" in r)

@@ -7,7 +7,8 @@ hash distance and contraction verdict. The command renders audits as a terminal 
 (`page`) and backfills the guard's spans over OTLP (`backfill`); `command` wires them together.
 """
 
-from .audit import MutationAudit, SessionAudit, audit_session, explain_cycles, loop_id_for
+from ..watch.identity import loop_id_for
+from .audit import MutationAudit, SessionAudit, audit_session, explain_cycles
 from .schema import SCHEMA, SCHEMA_VERSION
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "MutationAudit", "SessionAudit", "audit_session", "explain_cycles",

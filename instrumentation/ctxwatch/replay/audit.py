@@ -29,10 +29,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import xxhash
 
 from ..contraction import ContractionDetector, CycleVerdict, DetectorConfig
 from ..cycles import CycleMeter
@@ -43,11 +40,8 @@ from ..literals import LiteralRegistry
 from ..model import Context
 from ..report import Finding
 from ..sessions import Mutation, Session, Skip, Snapshot, read_session
+from ..watch.identity import file_loop_id, loop_id_for
 from .buffer import AuditedBuffer
-
-LOOP_ID_PREFIX = "replay"
-_LOOP_HASH_BYTES = 64 * 1024
-_STEM_CHARS = 48
 
 
 @dataclass(frozen=True)
@@ -195,21 +189,6 @@ def explain_cycles(verdicts: Sequence[CycleVerdict], config: DetectorConfig) -> 
             reasons.append(f"{label} on {failed}")
     return (f"healthy: {len(verdicts)} cycle(s), {evidence} with all three conditions "
             f"(needs {config.enter_cycles} in a row); {', '.join(reasons)} of {len(verdicts)}")
-
-
-def loop_id_for(path: str | os.PathLike[str]) -> str:
-    """A stable loop id for a session file: its name and a hash of its first 64 KiB (so a copy
-    gets the same id, and a session file that grows keeps it)."""
-    p = Path(path)
-    head = os.path.abspath(p).encode()  # what names a file that cannot be read (not resolve(): a symlink loop raises)
-    if p.is_file():  # never opens a FIFO or device (see sessions.files.check_file)
-        try:
-            with p.open("rb") as f:
-                head = f.read(_LOOP_HASH_BYTES)
-        except OSError:
-            pass
-    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in p.stem)[:_STEM_CHARS]
-    return f"{LOOP_ID_PREFIX}-{stem}-{xxhash.xxh3_64_hexdigest(head)[:12]}"
 
 
 def message_counts(change: Change) -> MessageCounts:
@@ -361,10 +340,11 @@ def audit_session(path: str | os.PathLike[str], format: str | None = None, *, st
     """Audit one session file. An unreadable file gives a `SessionAudit` with `error` set (one line
     naming the file and, where known, the line), never an exception. `observer_for(audit)`, once
     the format is known, gives an `Observer` told about every event as it streams by."""
-    audit = SessionAudit(str(path), loop_id_for(path), config or DetectorConfig())
+    audit = SessionAudit(str(path), file_loop_id(path), config or DetectorConfig())
     try:
         session = read_session(path, format, strict=strict)
         audit.format = session.format
+        audit.loop_id = loop_id_for(path, session.format)
         audit.bytes = session.path.stat().st_size
         auditor = Auditor(audit, session, registry)
         observer = observer_for(audit) if observer_for is not None else None

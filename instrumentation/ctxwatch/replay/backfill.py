@@ -10,11 +10,12 @@ Every recorded buffer was sent to the model, so a mutation's
 ``ctxwatch.cache.invalidated.*`` count from its first difference to the end of the buffer before it.
 A monitor fed these spans rebuilds the same detector state as the replay's own verdict.
 
-Every span carries the session's loop id (`audit.loop_id_for`: a stable id derived from the
-file), the agent name (the session format's, `watch.identity.agent_name`, unless given), the agent's
-version when the file records it (Claude Code, Codex, Gemini CLI: `watch.identity`, as ``ctxwatch watch``
-reads it) and the service name, and is timed at the ``timestamp`` of the record that marks it
-(`Session.time_of`; the export time when the format records none), so a backfill lands where it happened.
+Every span carries the session's loop id (`watch.identity.loop_id_for`, the one ``ctxwatch watch``
+gives it: from the session id the file records, else from the file), the agent name (the session
+format's, `watch.identity.agent_name`, unless given), the agent's version when the file records it
+(Claude Code, Codex, Gemini CLI: `watch.identity`, as ``ctxwatch watch`` reads it) and the service
+name, and is timed at the ``timestamp`` of the record that marks it (`Session.time_of`; the export time
+when the format records none), so a backfill lands where it happened.
 A mutation whose record says how many tokens the context held before it (Claude Code's ``preTokens``,
 `Mutation.pre_tokens`) carries them (``ctxwatch.tokens.before``). The provider's prompt-cache figures
 the session records (Claude Code's ``message.usage``, `Session.take_provider_cache`) ride on the

@@ -7,21 +7,32 @@
   ``<project>`` directory of ``~/.gemini/tmp/<project>/chats/``.
 
 `identify` reads them from the records `head_records` finds in a file's first `HEAD_BYTES` (``ctxwatch
-watch`` once a session has its first complete line; ``replay --otlp`` through `identify_file`).
+watch`` once a session has its first complete line; ``replay`` through `identify_file`).
 
-The loop id is ``<agent>-<session id>``. The project becomes the span's service label through
-`ServiceLabels`: the last component of the working directory, reduced to ``[A-Za-z0-9._-]``,
-at most `MAX_LABEL` characters, and at most `max_services` distinct values (later projects get
-``other``), unless one fixed service name is configured. Labels are bounded; ids never become labels.
+`loop_id_for` is the one rule that names a session's loop, for ``ctxwatch replay`` (table, JSON and
+``--otlp``) and ``ctxwatch watch`` alike, so a backfill and a watcher of one session report one loop:
+``<agent>-<session id>`` for the coding agents (the id the file records: Claude Code's ``sessionId`` or
+a file named after it, Codex's ``session_meta`` id, Gemini CLI's ``sessionId``; the file's stem when it
+records none), else, for a file that records no session id (guard message lists, OpenHands, SWE-agent
+trajectories), ``replay-<stem>-<12 hex digits of xxh3 of its first 64 KiB>`` (a copy gets the same id).
+
+The project becomes the span's service label through `ServiceLabels`: the last component of the
+working directory, reduced to ``[A-Za-z0-9._-]``, at most `MAX_LABEL` characters, and at most
+`max_services` distinct values (later projects get ``other``), unless one fixed service name is
+configured. Labels are bounded; ids never become labels.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
+
+import xxhash
 
 from .. import semconv
 from ..sessions.files import BadJSON, parse_line
@@ -30,10 +41,13 @@ from ..telemetry.bounded import BoundedValues
 AGENTS = {"claude_code": "claude-code", "codex": "codex", "gemini_cli": "gemini-cli"}  # the agents watch follows
 MAX_LABEL = 64
 MAX_ID = 128
-HEAD_BYTES = 64 * 1024
+HEAD_BYTES = 64 * 1024  # also what the loop id of a file recording no session id hashes
+FILE_LOOP_ID_PREFIX = "replay"
+_STEM_CHARS = 48
 HEAD_RECORDS = 50
 OTHER = semconv.OVERFLOW  # past --max-services: the one overflow value of every bounded label
 UNKNOWN_PROJECT = "unknown"
+_SPACE = re.compile(r"[ \t\r\n]*")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -95,11 +109,46 @@ def identify(path: Path, format: str, records: list[dict]) -> SessionIdentity:
                            _safe(project or path.parent.name, MAX_LABEL))
 
 
+def _skip_space(text: str, at: int) -> int:
+    gap = _SPACE.match(text, at)
+    return gap.end() if gap is not None else at
+
+
+def _leading_fields(head: bytes) -> dict[str, Any]:
+    """The top-level fields of a JSON document whose values are complete in its first bytes `head`
+    (a Gemini CLI chat longer than `HEAD_BYTES` still names its ``sessionId`` first)."""
+    text = head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")
+    if not text.startswith("{"):
+        return {}
+    decoder, at = json.JSONDecoder(), 1
+    fields: dict[str, Any] = {}
+    while True:
+        try:
+            key, at = decoder.raw_decode(text, _skip_space(text, at))
+            colon = _skip_space(text, at)
+            if not isinstance(key, str) or text[colon:colon + 1] != ":":
+                return fields
+            value, at = decoder.raw_decode(text, _skip_space(text, colon + 1))
+        except (json.JSONDecodeError, RecursionError):
+            return fields
+        fields[key] = value
+        at = _skip_space(text, at)
+        if text[at:at + 1] != ",":
+            return fields
+        at += 1
+
+
 def head_records(head: bytes, document: bool) -> list[dict]:
-    """The JSON objects among the first complete lines of `head` (or the document's top object)."""
-    chunks = [head] if document else head.split(b"\n")[:-1][:HEAD_RECORDS]
+    """The JSON objects among the first complete lines of `head` (or the document's top object, or the
+    fields complete in `head` of a document longer than it)."""
+    if document:
+        try:
+            value = parse_line(head)
+        except BadJSON:
+            value = _leading_fields(head)
+        return [value] if isinstance(value, dict) and value else []
     out = []
-    for chunk in chunks:
+    for chunk in head.split(b"\n")[:-1][:HEAD_RECORDS]:
         try:
             value = parse_line(chunk) if chunk.strip() else None
         except BadJSON:
@@ -115,6 +164,32 @@ def identify_file(path: Path, format: str) -> SessionIdentity:
     with path.open("rb") as f:
         head = f.read(HEAD_BYTES)
     return identify(path, format, head_records(head, path.suffix == ".json"))
+
+
+def file_loop_id(path: str | os.PathLike[str]) -> str:
+    """The loop id of a session file that records no session id: its stem and a hash of its first
+    `HEAD_BYTES` (so a copy gets the same id, and a session file that grows keeps it)."""
+    p = Path(path)
+    head = os.path.abspath(p).encode()  # what names a file that cannot be read (not resolve(): a symlink loop raises)
+    if p.is_file():  # never opens a FIFO or device (see sessions.files.check_file)
+        try:
+            with p.open("rb") as f:
+                head = f.read(HEAD_BYTES)
+        except OSError:
+            pass
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in p.stem)[:_STEM_CHARS]
+    return f"{FILE_LOOP_ID_PREFIX}-{stem}-{xxhash.xxh3_64_hexdigest(head)[:12]}"
+
+
+def loop_id_for(path: str | os.PathLike[str], format: str | None) -> str:
+    """The loop id of the session in file `path` of `format` (None: not known), the same from ``replay``
+    and ``watch`` (see the module docstring)."""
+    if format in AGENTS and Path(path).is_file():
+        try:
+            return identify_file(Path(path), format).loop_id
+        except OSError:
+            pass
+    return file_loop_id(path)
 
 
 class ServiceLabels:
