@@ -174,8 +174,8 @@ class ContextGuard:
         with the turns the caller appended since (to the list it observed or was handed back) at the end.
         Objects the caller edited in place after the guard checked them are replaced by the guard's
         rendering of the checked message (the guard keeps its own immutable copy)."""
-        state = self._state
-        context = self._checked(self._grown(state, self._callers.appended()) or state)
+        messages, raw, _ = self._with_appended()
+        context = self.bridge.checked(messages, raw)
         self._callers.add(context, self._known_items)
         return context
 
@@ -363,14 +363,14 @@ class ContextGuard:
         latest deferred rewrite, rebased on what was appended since it was proposed (turns appended to
         the caller's list since the last `observe` included). Returns its report, if any. The context to
         use from then on is `messages`: ``guard.session_boundary(); messages = guard.messages``."""
-        current = self._grown(self._state, self._callers.appended()) or self._state
-        entry = self.deferred.take_latest(current.digests)
+        messages, raw, digests = self._with_appended()
+        entry = self.deferred.take_latest(digests)
         self._state.with_boundary(0)
         self.new_episode()
         if entry is None:
             return None
-        rebased_model = entry.rebase(current.context.messages)
-        rebased_raw = self.bridge.to_caller(rebased_model, current.raw)
+        rebased_model = entry.rebase(messages)
+        rebased_raw = self.bridge.to_caller(rebased_model, raw)
         return self._attempt(rebased_model, rebased_raw, kind=entry.kind, tools=entry.tools, rendered=None,
                              adopt=False)[0]
 
@@ -451,7 +451,7 @@ class ContextGuard:
             if adopt and not (refusable and report.decision in ("abort", "halt")):
                 report.observed = True
                 report.decision = "patch"  # the model already consumed it: reported, not refused
-                self._commit(evaluation, raw, tools, report, adopted=True)
+                self._commit(evaluation, raw, tools, report)
                 context = None
             elif shadow:
                 report.shadow = True  # the caller uses its own proposal; the guard follows it, and its detector
@@ -525,6 +525,16 @@ class ContextGuard:
         if any(d in seen for d in digests[last + 1:]):
             return []
         return tail_items(raw, len(digests) - last - 1)
+
+    def _with_appended(self) -> tuple[tuple[Message, ...], Any, list[int]]:
+        """The guard's context with the turns the caller appended since (its messages, the caller's form and
+        the digests), read without advancing a copy of the state: what `messages` and `session_boundary` use."""
+        state, appended = self._state, self._callers.appended()
+        tail = self._as_messages(appended)
+        if not tail:
+            return state.context.messages, state.raw, state.digests
+        return (state.context.messages + tail, extended(state.raw, appended),
+                [*state.digests, *(m.digest for m in tail)])
 
     def _grown(self, state: ConsumedState, appended: list[Any]) -> ConsumedState | None:
         """A copy of `state` with the caller's objects `appended` taken as appended (None: nothing to add,
@@ -698,7 +708,7 @@ class ContextGuard:
 
     # --- committing an accepted context (the one place the guard's state moves) ----------------------
     def _commit(self, evaluation: Evaluation, raw: Any, tools: list[ToolSchema] | None, report: Report, *,
-                session: bool = False, feed: Evaluation | None = None, adopted: bool = False) -> None:
+                session: bool = False, feed: Evaluation | None = None) -> None:
         """Advance to `evaluation`'s proposal, which `report` describes. The detector is fed the cycle of
         `feed` (default: the same evaluation): the one the report and its span describe, so that the
         monitor, fed from spans, stays in step (`semconv.feeds_detector`). The pinned policy follows the
@@ -724,7 +734,7 @@ class ContextGuard:
             self.registry.forget_calls(state.pairs.calls)
         self._after_commit(change.after)
         if evaluation.rewrite:
-            self._follow_policy(report, adopted)
+            self._follow_policy(report)
         if session:
             state.with_boundary(0)
             self.new_episode()
@@ -733,13 +743,13 @@ class ContextGuard:
         self.registry.stamp(self._state.pairs)
         self.policy.resolve(messages)  # the first context the guard accepts fixes the policy region
 
-    def _follow_policy(self, report: Report, adopted: bool) -> None:
+    def _follow_policy(self, report: Report) -> None:
         """After a rewrite the guard took on: the pins follow their messages; when the pinned messages
         changed anyway (an adopted change the model already read, a shadow proposal, a policy edit only
         warned about) or the change was adopted, the region is pinned again on the context in use, and
         `report` says so once (record 001: the policy is what the model reads now)."""
         state = self._state
-        if not adopted and self.policy.follow(state.digests):
+        if not report.observed and self.policy.follow(state.digests):  # observed: a change adopted
             return
         if self.policy.repin(state.context.messages):
             pinned = [s.index for s in self.policy.spans or ()]

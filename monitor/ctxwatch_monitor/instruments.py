@@ -58,7 +58,9 @@ CACHE_COUNTERS = {
 # a group of spans counted together: (kind, decision, agent, service, agent version), the label vector of
 # `ctxwatch.telemetry.fleet` without its side-or-invariant
 Base = tuple[str, str, str, str, str]
-_BASE_INDEX = {"agent": 2, "service": 3, "agent_version": 4}
+# where each wire label sits in that vector: the fleet rule's own positions
+_BASE_INDEX = {semconv.PROMETHEUS_LABELS[attribute]: index for attribute, index in fleet_rule.POSITION.items()
+               if semconv.PROMETHEUS_LABELS.get(attribute) in WIRE_LABELS}
 
 
 def cache_counter_name(attribute: str) -> str:

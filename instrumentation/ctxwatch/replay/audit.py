@@ -344,7 +344,7 @@ def audit_session(path: str | os.PathLike[str], format: str | None = None, *, st
     try:
         session = read_session(path, format, strict=strict)
         audit.format = session.format
-        audit.loop_id = loop_id_for(path, session.format)
+        audit.loop_id = loop_id_for(path, session.format, file_id=audit.loop_id)
         audit.bytes = session.path.stat().st_size
         auditor = Auditor(audit, session, registry)
         observer = observer_for(audit) if observer_for is not None else None

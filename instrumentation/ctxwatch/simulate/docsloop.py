@@ -29,12 +29,11 @@ from functools import partial
 
 from ..adapters import to_messages
 from .loops import Cycle, SyntheticLoop
+from .toolloop import FORMATS, count_note, fold_cut
 
-FORMATS = ("openai_chat", "anthropic")
 NOTES = ("results", "count")
 SYSTEM = "You are an inventory agent. Look SKUs up before answering."
 COMPACT_ABOVE = 30  # messages, as docs/guard.md's loops
-FOLD = 0.6
 
 
 class BusyModel:
@@ -87,11 +86,9 @@ def summarize(messages: list[dict], fmt: str, note: str) -> list[dict]:
     become one user note, the rest starting where a pair is whole (Anthropic: at an assistant turn)."""
     openai = fmt == "openai_chat"
     head, body = (messages[:1], messages[1:]) if openai else ([], messages)
-    cut = int(len(body) * FOLD)
-    while cut < len(body) and (body[cut]["role"] == "tool" if openai else body[cut]["role"] != "assistant"):
-        cut += 1
+    cut = fold_cut(body, fmt)
     if note == "count":
-        text = f"Summary of {cut} earlier messages: the agent looked up stock levels."
+        text = count_note(cut)
     elif openai:
         text = "Earlier: " + "; ".join(m["content"] for m in body[:cut] if m["role"] == "tool")
     else:

@@ -75,18 +75,25 @@ class StockAgent:
                     {"type": "tool_use", "id": call_id, "name": "lookup", "input": {"sku": self.sku(n)}}]},
                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": result}]}]
 
-    def starts_a_turn(self, message: dict) -> bool:
-        """Whether the summary's user turn may stand right before `message` (no pair split, roles alternate)."""
-        return message["role"] == "assistant" if self.fmt == "anthropic" else message["role"] != "tool"
-
     def fold(self, messages: list[dict]) -> list[dict]:
         """The really naive summarizer: the oldest 60% after `keep_first` become one user turn naming nothing."""
         head, body = messages[:self.keep_first], messages[self.keep_first:]
-        cut = int(len(body) * FOLD)
-        while cut < len(body) and not self.starts_a_turn(body[cut]):
-            cut += 1
-        summary = {"role": "user", "content": f"Summary of {cut} earlier messages: the agent looked up stock levels."}
-        return head + [summary] + body[cut:]
+        cut = fold_cut(body, self.fmt)
+        return head + [{"role": "user", "content": count_note(cut)}] + body[cut:]
+
+
+def fold_cut(body: list[dict], fmt: str) -> int:
+    """Where a naive fold of `body` (messages of `fmt`) ends: its oldest 60%, moved on to a message the
+    summary's user turn may stand right before (no pair split; Anthropic: roles alternate)."""
+    cut = int(len(body) * FOLD)
+    while cut < len(body) and (body[cut]["role"] != "assistant" if fmt == "anthropic" else body[cut]["role"] == "tool"):
+        cut += 1
+    return cut
+
+
+def count_note(cut: int) -> str:
+    """The naive summary that names nothing: how many messages it folded."""
+    return f"Summary of {cut} earlier messages: the agent looked up stock levels."
 
 
 def _loop_params(seed: int) -> tuple[int, int]:

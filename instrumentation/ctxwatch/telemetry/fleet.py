@@ -25,7 +25,7 @@ from .. import semconv
 
 T = TypeVar("T")
 # a mutation's label vector: (kind, decision, agent, service, agent version, side-or-invariant)
-_POSITION = {semconv.MUTATION_KIND: 0, semconv.DECISION: 1, semconv.GENAI_V1_41.agent_name: 2,
+POSITION = {semconv.MUTATION_KIND: 0, semconv.DECISION: 1, semconv.GENAI_V1_41.agent_name: 2,
              semconv.SERVICE_NAME: 3, semconv.GENAI_V1_41.agent_version: 4, semconv.ORPHAN_SIDE: 5,
              semconv.INVARIANT: 5}
 COUNTERS: tuple[semconv.MetricSpec, ...] = (
@@ -38,7 +38,7 @@ HISTOGRAMS: tuple[semconv.MetricSpec, ...] = (
 
 def label_picker(spec: semconv.MetricSpec) -> Callable[[Sequence[T]], tuple[T, ...]]:
     """A function picking `spec`'s label values (in `spec.attributes` order) out of a label vector."""
-    getter = itemgetter(*(_POSITION[a] for a in spec.attributes))
+    getter = itemgetter(*(POSITION[a] for a in spec.attributes))
     if len(spec.attributes) == 1:
         return lambda vector: (getter(vector),)
     return getter  # itemgetter of several items returns a tuple

@@ -181,15 +181,16 @@ def file_loop_id(path: str | os.PathLike[str]) -> str:
     return f"{FILE_LOOP_ID_PREFIX}-{stem}-{xxhash.xxh3_64_hexdigest(head)[:12]}"
 
 
-def loop_id_for(path: str | os.PathLike[str], format: str | None) -> str:
+def loop_id_for(path: str | os.PathLike[str], format: str | None, file_id: str | None = None) -> str:
     """The loop id of the session in file `path` of `format` (None: not known), the same from ``replay``
-    and ``watch`` (see the module docstring)."""
+    and ``watch`` (see the module docstring). `file_id`: the file's `file_loop_id`, when the caller has
+    already read it (so the file's head is not read and hashed twice)."""
     if format in AGENTS and Path(path).is_file():
         try:
             return identify_file(Path(path), format).loop_id
         except OSError:
             pass
-    return file_loop_id(path)
+    return file_id if file_id is not None else file_loop_id(path)
 
 
 class ServiceLabels:
