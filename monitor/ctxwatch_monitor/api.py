@@ -128,7 +128,7 @@ class LoopPage(BaseModel):
 
 
 class Alarm(LoopSummary):
-    alarm: str = Field(description="active (alarming now), stopped (went idle after an alarm) or resolved "
+    alarm: str = Field(description="active (alarming now), stopped (went idle in an alarm) or resolved "
                                    "(left the alarm), the last two for alarm_retention seconds.")
 
 
