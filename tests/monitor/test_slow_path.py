@@ -7,7 +7,8 @@ invalid byte in a span (read span by span); a well-behaved one posting OTLP/JSON
 writes it; and an agent exporting protobuf through the OpenTelemetry SDK. The hostile sender's slow
 requests are refused with 429, `Retry-After` and a message naming the budget once its budget is spent,
 nothing of them applied, and counted; its fast requests still go through; the others are never refused.
-Once its bucket has refilled, the hostile sender's retry is accepted (the exporters retry a 429).
+Once its bucket has refilled, the hostile sender's retry is accepted (the exporters retry a 429). Over
+OTLP/gRPC the same refusal is RESOURCE_EXHAUSTED with a RetryInfo.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ import json
 import time
 from typing import Any
 
+import grpc
 import httpx
+import pytest
 from conftest import MonitorProcess, Sender, metric_value
 from google.protobuf import json_format
-from google.rpc import status_pb2
+from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from test_bad_input import mutation, request
+from test_grpc import export, status_details
 
 from ctxwatch import semconv
 
@@ -118,4 +122,26 @@ def test_a_sender_pushing_spans_onto_the_slow_path_is_refused_with_429_and_the_o
         agent.close()
         hostile.close()
         polite.close()
+        monitor.close(grace_s=30.0)
+
+
+def test_over_grpc_a_spent_slow_path_budget_is_resource_exhausted_with_retry_info(tmp_path: Any) -> None:
+    """The same budget over OTLP/gRPC (the same receiver): protobuf with an invalid byte in a span is read
+    span by span, each span charged; once spent, RESOURCE_EXHAUSTED with a RetryInfo (retried by the
+    exporters) and the budget named; valid protobuf from the same client still goes through."""
+    monitor = MonitorProcess(tmp_path / "state.sqlite3", "--slow-path-rate", "1", "--slow-path-burst", "4").start()
+    try:
+        broken = spans("grpc-slow", 1, 3).replace(b"grpc-slow", b"grpc\xffslow", 1)
+        with pytest.raises(grpc.RpcError) as refused:
+            for _ in range(50):
+                export(monitor.grpc_target, broken)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        status = status_details(refused.value)
+        retry = error_details_pb2.RetryInfo()
+        assert status.details[0].Unpack(retry) and retry.retry_delay.seconds >= 1
+        assert "slow decoding path is spent" in status.message
+        export(monitor.grpc_target, spans("grpc-fast", 1, 3))
+        assert monitor.get("/api/loops/grpc-fast").json()["sequence"] == 3
+        assert refusals(monitor, "protobuf") == 1
+    finally:
         monitor.close(grace_s=30.0)
