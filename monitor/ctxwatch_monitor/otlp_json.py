@@ -115,7 +115,8 @@ def _enum_reader(enum: EnumDescriptor) -> Reader:
             try:
                 int(value)  # json_format reads a string it can take for a number as that number: left to it
             except ValueError:
-                return 0
+                if value.isascii() or _utf8(value):  # json_format fails on a lone surrogate: left to it
+                    return 0
         raise Unvouched
 
     return read

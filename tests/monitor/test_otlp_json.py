@@ -150,6 +150,7 @@ def request(resource: Any, spans: list[Any], names: tuple[str, str] = ("resource
 @example(resource={}, spans=[{"attributes": [{"key": "a", "value": {"stringValue": "x", "intValue": None}}]}],
          snake_case=False)
 @example(resource={}, spans=[{"traceId": "0a" * 16, "trace_id": "AQID"}], snake_case=True)
+@example(resource={}, spans=[{"kind": SURROGATE}, {"kind": "BOGUS"}, {"status": {"code": "\u0661"}}], snake_case=False)
 def test_the_fast_reader_and_json_format_agree(resource: Any, spans: list[Any], snake_case: bool) -> None:
     names = ("resource_spans", "scope_spans") if snake_case else ("resourceSpans", "scopeSpans")
     fast, reference = both(request(resource, spans, names))
