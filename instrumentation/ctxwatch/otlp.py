@@ -18,6 +18,10 @@ whose last export retries a connection error with backoff until the exporter's t
 total, whatever the endpoint does; a shutdown that runs out of time then stops the exporters, which
 ends the SDK's retry wait. The exporter's own timeout (``OTEL_EXPORTER_OTLP_TIMEOUT`` or
 `timeout_s`) is left as configured: ctxwatch never sets or replaces it.
+
+Refusals are named: the OTLP/HTTP exporters `build` makes send through a session that notes whether the last
+answer was other than 2xx (`OtlpPipeline.refused`, e.g. 401 Unauthorized), so a tool can say why its exports
+failed instead of guessing that nothing listens.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+import requests
 from opentelemetry import metrics, trace
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -49,6 +54,10 @@ ENV_SDK_DISABLED = "OTEL_SDK_DISABLED"
 ENV_TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"
 ENV_METRICS_EXPORTER = "OTEL_METRICS_EXPORTER"
 DEFAULT_SHUTDOWN_TIMEOUT_S = 3.0  # docs/telemetry.md, "Fail-open behaviour": the exit bound
+# The SDK's variables naming a credential provider: the exporter then loads a session of its own.
+ENV_CREDENTIAL_PROVIDERS = ("OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
+                            "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER",
+                            "OTEL_PYTHON_EXPORTER_OTLP_HTTP_METRICS_CREDENTIAL_PROVIDER")
 
 OnFailure = Callable[[BaseException | str], None]
 
@@ -143,6 +152,16 @@ def _bounded(calls: Sequence[Callable[[], Any]], timeout_s: float) -> bool:
     return not any(t.is_alive() for t in threads)
 
 
+class Refusal(NamedTuple):
+    """An HTTP answer other than 2xx that an OTLP/HTTP endpoint gave an export."""
+
+    status: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"HTTP {self.status} {self.reason}".rstrip()
+
+
 @dataclass
 class OtlpPipeline:
     """The providers `build` / `install` made (None for a signal left to the application or off), and
@@ -154,6 +173,7 @@ class OtlpPipeline:
     installed_metrics: bool = False
     exporters: list[CountingSpanExporter | CountingMetricExporter] = field(default_factory=list)
     stopping: bool = False  # failures while shutting down are counted without the (closing) meter provider
+    refused: Refusal | None = None  # the endpoint's last answer, if it was not 2xx
 
     def force_flush(self, timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S) -> bool:
         """Export what is buffered; returns within `timeout_s` (False if an exporter is still busy)."""
@@ -178,6 +198,21 @@ def _env_true(name: str) -> bool:
 
 def _exporter_off(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() == "none"
+
+
+def _session_noting_refusals(pipeline: OtlpPipeline) -> requests.Session | None:
+    """A session for the OTLP/HTTP exporters that keeps `pipeline.refused` at the last answer if it was not 2xx
+    (None after a success); None (the exporter's own) when a credential provider is configured."""
+    if any(os.environ.get(name) for name in ENV_CREDENTIAL_PROVIDERS):
+        return None
+
+    def note(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        ok = 200 <= response.status_code < 300
+        pipeline.refused = None if ok else Refusal(response.status_code, response.reason or "")
+
+    session = requests.Session()
+    session.hooks["response"].append(note)
+    return session
 
 
 def _signal_url(endpoint: str | None, path: str) -> str | None:
@@ -217,7 +252,8 @@ def build(*, service_name: str | None = None, loop_id: str | None = None,
     resource = _resource(service_name, loop_id, resource_attributes)
     if with_metrics and not _exporter_off(ENV_METRICS_EXPORTER):
         inner = metric_exporter or OTLPMetricExporter(endpoint=_signal_url(endpoint, "/v1/metrics"),
-                                                      headers=headers, timeout=timeout_s)
+                                                      headers=headers, timeout=timeout_s,
+                                                      session=_session_noting_refusals(pipeline))
         wrapped = CountingMetricExporter(inner, _counting("export_metrics", pipeline))
         pipeline.exporters.append(wrapped)
         reader = PeriodicExportingMetricReader(
@@ -226,7 +262,8 @@ def build(*, service_name: str | None = None, loop_id: str | None = None,
                                                 shutdown_on_exit=False)
     if with_traces and not _exporter_off(ENV_TRACES_EXPORTER):
         inner_spans = span_exporter or OTLPSpanExporter(endpoint=_signal_url(endpoint, "/v1/traces"),
-                                                        headers=headers, timeout=timeout_s)
+                                                        headers=headers, timeout=timeout_s,
+                                                        session=_session_noting_refusals(pipeline))
         provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         wrapped_spans = CountingSpanExporter(inner_spans, _counting("export_traces", pipeline))
         pipeline.exporters.append(wrapped_spans)

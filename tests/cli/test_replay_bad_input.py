@@ -62,7 +62,7 @@ def test_corrupt_and_non_utf8_lines_are_skipped_by_line(corpus: Path, tmp_path: 
     # two lines that carry no tool id (losing one that does would orphan its pair: a finding)
     first, second = [i for i, line in enumerate(lines) if i >= 20 and b"tool_use" not in line][:2]
     lines[first] = b'{"type": "user", "message": {"role": "user", "content": "x"}} trailing garbage'
-    lines[second] = b'{"type":"user","message":{"role":"user","content":"caf\xe9"}}'
+    lines[second] = b'{"type":"user","message":{"role":"user","content":"caf\xe9"}} \xff\xfe'
     path = tmp_path / "corrupt.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     proc = ctxwatch("replay", path)
@@ -71,6 +71,30 @@ def test_corrupt_and_non_utf8_lines_are_skipped_by_line(corpus: Path, tmp_path: 
         f"ctxwatch replay: {path}, line {first + 1}: skipped: corrupt JSON (Extra data, column 63)",
         f"ctxwatch replay: {path}, line {second + 1}: skipped: not UTF-8 text"]
     assert "2 skipped" in proc.stdout
+
+
+def test_a_byte_that_is_not_utf8_inside_a_tool_call_costs_no_pair(corpus: Path, tmp_path: Path) -> None:
+    """Review F5: one Latin-1 byte in a ``tool_use`` record's input skipped the record, and its result then
+    read as an orphaned tool id (exit 1) the file does not have. The record is read with U+FFFD in place of
+    the byte: the same pairs, mutations (but for the character's size) and exit code as the intact file."""
+    source = compacted_claude_code(corpus)[0]
+    raw = source.read_bytes().split(b"\n")
+    at = next(i for i, line in enumerate(raw) if b'"type":"tool_use"' in line.replace(b" ", b"") and b'"input"' in line)
+    damaged = tmp_path / "damaged.jsonl"
+    line = raw[at]
+    cut = line.index(b'"input"')
+    raw[at] = line[:cut] + line[cut:].replace(b'":"', b'":"\xe9', 1)  # the input's first string gets a byte
+    assert raw[at] != line
+    damaged.write_bytes(b"\n".join(raw))
+    want_code, want, _ = replay_json(source)
+    code, got, err = replay_json(damaged)
+    assert (code, err) == (want_code, "")
+    for key in ("tool_pairs", "skipped"):
+        assert got["sessions"][0][key] == want["sessions"][0][key], key
+
+    def shape(doc: dict) -> list[tuple]:  # one more character in one message moves sizes and distances only
+        return [(m["kind"], m["line"], m["messages"], m["orphans"]) for m in doc["sessions"][0]["mutations"]]
+    assert shape(got) == shape(want)
 
 
 @pytest.mark.parametrize(("name", "content", "reason"), [

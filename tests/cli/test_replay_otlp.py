@@ -123,6 +123,42 @@ def test_unreachable_endpoint_exits_2_with_one_line(corpus: Path) -> None:
                      "(is a monitor or collector listening there?)"]
 
 
+@pytest.mark.parametrize("header", [None, "Authorization=Bearer%20wrong"], ids=["no token", "wrong token"])
+def test_a_refused_export_names_the_status_and_the_token(header: str | None, tmp_path: Path, corpus: Path) -> None:
+    """A monitor started with ``--token`` answers 401 to a sender without the right one (review F6: the one
+    line said "is a monitor or collector listening there?"). replay and watch name the status and the
+    setting to check; the monitor holds nothing from them."""
+    import os
+
+    from ctxwatch.demo.monitor_process import MonitorProcess
+
+    process = MonitorProcess(":memory:", "--grpc-port", "off", "--token", "s3cret").start()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        if header:
+            env["OTEL_EXPORTER_OTLP_HEADERS"] = header
+        path = of_kind("openhands", corpus)[0]
+        proc = ctxwatch("replay", path, "--otlp", process.client.url, env=env)
+        assert (proc.returncode, proc.stderr.splitlines()) == (2, [
+            f"ctxwatch replay: --otlp {process.client.url}: 1 span export(s) failed "
+            "(refused: HTTP 401 Unauthorized; check the token, OTEL_EXPORTER_OTLP_HEADERS)"])
+        home = tmp_path / "home"
+        (home / ".claude" / "projects" / "p").mkdir(parents=True)
+        smallest = min(of_kind("claude_code", corpus), key=lambda p: p.stat().st_size)
+        shutil.copy(smallest, home / ".claude" / "projects" / "p" / "s.jsonl")
+        watch = ctxwatch("watch", "--once", "--otlp", process.client.url, "--state", tmp_path / "watch.json",
+                         env={**env, "HOME": str(home)})
+        assert watch.returncode == 2  # --once: what was read did not reach the endpoint
+        (line,) = watch.stderr.splitlines()  # said once, not again when the exporter closes
+        assert line.startswith(f"ctxwatch watch: --otlp {process.client.url}: ") and line.endswith(
+            "span export(s) failed (refused: HTTP 401 Unauthorized; check the token, OTEL_EXPORTER_OTLP_HEADERS)"
+            "; the watcher goes on")
+        headers = {"Authorization": "Bearer s3cret"}
+        assert httpx.get(process.client.url + "/api/loops", headers=headers, timeout=10).json()["loops"] == []
+    finally:
+        process.close()
+
+
 def test_a_second_backfill_of_a_session_is_the_same_instance_and_changes_nothing(monitor: MonitorClient,
                                                                                  tmp_path: Path) -> None:
     """A backfill numbers its session as a UUID v5 of the loop id on every run (review D2): sent again, its

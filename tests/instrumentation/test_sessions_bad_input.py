@@ -98,8 +98,20 @@ def test_invalid_bytes_and_deep_nesting(tmp_path: Path) -> None:
                      + b"[" * 200_000 + b"]" * 200_000 + b"\n" + claude_line(3).encode() + b"\n")
     session = read_session(path)
     list(session)
-    assert [(s.line, s.reason) for s in session.skipped] == [
-        (2, "not UTF-8 text"), (3, "JSON nested too deeply to read")]
+    assert [(s.line, s.reason) for s in session.skipped] == [(3, "JSON nested too deeply to read")]
+
+
+def test_a_record_with_a_byte_that_is_not_utf8_is_read_whole(tmp_path: Path) -> None:
+    """Review F5: one Latin-1 byte in a tool call's input dropped the whole record, and its result then read
+    as an orphan. The record is read with U+FFFD in the byte's place; bytes that are no JSON even so are
+    skipped as before."""
+    from ctxwatch.sessions.files import BadJSON, parse_line
+
+    assert parse_line(b'{"path": "/srv/caf\xe9.txt"}') == {"path": "/srv/caf\ufffd.txt"}
+    assert parse_line(b'\xef\xbb\xbf{"a": "\xff"}') == {"a": "\ufffd"}
+    for garbage in (b"\x00\x01 garbage \xff\xfe", b'{"a": "\xff"'):
+        with pytest.raises(BadJSON, match="not UTF-8 text"):
+            parse_line(garbage)
 
 
 def test_over_long_line_is_skipped_without_reading_it_whole(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ but the compactor rewrites its working buffer, after the system prompt, as its m
 - compactor: mid-session, drops the oldest 40% blindly, orphaning tool pairs (refused), then
   retries on whole units, which the guard applies as whole-pair compaction with an elision marker.
 - ledger: summarizes everything, pinned subgoal included (refused), then only the payload.
-- fixer: paraphrases IDs and paths a pending plan step needs (refused), then pins them.
+- fixer: paraphrases IDs and paths a pending plan step needs (refused), then pins them. It paraphrases its
+  whole history again every cycle, so once the literals are gone its rewrite is the identity on its own
+  output (record 003's fixed point): the contraction alarm halts it and the monitor flags it.
 
 Every model call is answered by a simulated provider with a prefix prompt cache (`SimulatedPromptCache`),
 whose usage figures each loop notes on its guard, so the demo shows what rewrites cost next to what the

@@ -34,6 +34,10 @@ HEALTHY = {"support-summarizer", "research-ranker"}
 CONTRACTING = {"scratchpad-writer"}
 # each designed failure and the invariant its guard must refuse it by
 REFUSED_BY = {"ops-compactor": "tool_pairing", "ledger-keeper": "policy_isolation", "config-fixer": "plan_reference"}
+# designed failures that also converge: the fixer paraphrases its whole history again every cycle, so once its
+# literals are gone the paraphrase is the identity on its own output (record 003's fixed point) and the alarm
+# halts it; every such halt must be flagged by the monitor too. The other designed failures halt nothing.
+CONVERGING_TOO = {"config-fixer"}
 ROUND_S = 1.0  # every active loop runs one cycle per round
 FLUSH_S = 10.0  # the closing flush of a complete run
 SHUTDOWN_S = 2.0  # the flush of an interrupted run, and the span pipeline's shutdown
@@ -120,7 +124,10 @@ def verdicts(fleet: Fleet, monitor_loops: list[dict[str, Any]]) -> dict[str, Any
         elif agent in HEALTHY:
             expected_ok = not flagged
         else:
-            expected_ok = tally.violations.get(REFUSED_BY[agent], 0) > 0
+            refused = tally.violations.get(REFUSED_BY[agent], 0) > 0
+            alarmed_as_designed = (set(tally.halted) <= set(flagged) if agent in CONVERGING_TOO
+                                   else not tally.halted and not flagged)
+            expected_ok = refused and alarmed_as_designed
         out[agent] = {
             "description": tally.description, "loops": len(tally.loops), "cycles": tally.cycles,
             "decisions": dict(tally.decisions), "violations": dict(tally.violations),

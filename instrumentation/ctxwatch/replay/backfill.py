@@ -176,6 +176,7 @@ class Exporter:
         self.where = f"--otlp {url}" if url else "the OTEL_EXPORTER_OTLP_* endpoint"
         self.service = service
         self._errors = error_count()
+        self.all_sent = True  # no export has failed (or been cut short at the end) so far
         self.pipeline = build(endpoint=url, service_name=service, with_metrics=False, timeout_s=TIMEOUT_S,
                               max_queue_size=4 * FLUSH_EVERY, max_export_batch_size=FLUSH_EVERY,
                               schedule_delay_s=schedule_delay_s)
@@ -191,9 +192,27 @@ class Exporter:
                                 service=self.service, registry=registry)
 
     def close(self) -> None:
-        """Flush and stop; BackfillError when any export failed or did not finish in time."""
+        """Flush and stop; BackfillError when an export not reported yet failed, or they did not finish in time."""
         finished = self.pipeline.shutdown(2 * TIMEOUT_S)
-        failed = error_count() - self._errors
+        failed = self.take_failures()
+        self.all_sent = self.all_sent and finished
         if failed or not finished:
-            raise BackfillError(f"{self.where}: {failed or 'some'} span export(s) failed "
-                                "(is a monitor or collector listening there?)")
+            raise BackfillError(self.failure(failed or "some"))
+
+    def take_failures(self) -> int:
+        """How many exports failed since the last call (the first: since this exporter was made)."""
+        failed = error_count() - self._errors
+        self._errors += failed
+        self.all_sent = self.all_sent and not failed
+        return failed
+
+    def failure(self, failed: int | str) -> str:
+        """The one line saying that `failed` exports did not go through, and why when the endpoint said."""
+        refused = self.pipeline.refused
+        if refused is None:
+            why = "(is a monitor or collector listening there?)"
+        elif refused.status in (401, 403):
+            why = f"(refused: {refused}; check the token, OTEL_EXPORTER_OTLP_HEADERS)"
+        else:
+            why = f"(refused: {refused})"
+        return f"{self.where}: {failed} span export(s) failed {why}"

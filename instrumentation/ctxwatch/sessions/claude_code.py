@@ -28,7 +28,12 @@ context is rebuilt from them in file order, as the API saw it:
   ``progress`` and other records are followed; at most 200,000 links are remembered (older ones
   are forgotten, and a rewind to a forgotten record reads as a continuation).
 - ``progress`` records carry ``toolUseID`` / ``parentToolUseID`` of hook runs: they are not tool
-  results and add nothing to the buffer. Sidechain (sub-agent) records are left out.
+  results and add nothing to the buffer.
+- Sub-agents: the file follows the chain of its first record that says (``isSidechain``). A session's
+  own file starts on the main chain, and sidechain records interleaved in it (older versions wrote
+  sub-agent turns there) are left out; a sub-agent's transcript
+  (``<session>/subagents/agent-<agentId>.jsonl``, every record ``isSidechain: true``) is read as its own
+  conversation, and main-chain records in it are left out.
 """
 
 from __future__ import annotations
@@ -202,13 +207,17 @@ def events(session: Session) -> Iterator[Event]:
     step, last_line = 0, 0
     pending: _Boundary | None = None
     inherited: dict[str, Any] | None = None  # a boundary before any message: copied from the parent
+    chain: bool | None = None  # the isSidechain of the file's chain: its first record's that says
     for line, rec in session.lines():
         last_line = line
         if not isinstance(rec, dict):
             session.skip(line, "not a JSON object")
             continue
-        if rec.get("isSidechain") is True:
-            continue
+        side = rec.get("isSidechain")
+        if isinstance(side, bool):
+            chain = side if chain is None else chain
+            if side is not chain:
+                continue
         uuid, parent = rec.get("uuid"), rec.get("parentUuid")
         subtype = rec.get("subtype") if rec.get("type") == "system" else None
         if subtype == "compact_boundary":

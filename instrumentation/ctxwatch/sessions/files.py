@@ -5,7 +5,8 @@ binary, a single JSON document over the size cap) raises `SessionReadError`, one
 file; a FIFO or device is refused before anything is read from it. A file is binary when its
 first line (up to 64 KiB) holds a NUL byte or is not UTF-8 text, whatever the file's size: garbage after valid records
 costs only the lines it is on. Inside a JSONL file, a
-corrupt, truncated or over-long line is a `Skip` collected on the session (or, with
+corrupt, truncated or over-long line (or one whose bytes are not UTF-8 and are no JSON record with U+FFFD in
+their place) is a `Skip` collected on the session (or, with
 ``strict=True``, a `SessionReadError` naming the line): one bad line does not cost the rest of a
 long recording. JSONL is read one line at a time with a cap on the line length, so memory stays
 bounded whatever the file size.
@@ -99,7 +100,12 @@ def parse_line(raw: bytes) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise BadJSON("not UTF-8 text") from None
+        # A byte that is not UTF-8 inside a record's strings (a bad copy, an editor's Latin-1) leaves the
+        # record whole: it is read with U+FFFD in that byte's place. Bytes that are no JSON even so are not text.
+        try:
+            return json.loads(raw.decode("utf-8", errors="replace").removeprefix("\ufeff"))
+        except (ValueError, RecursionError):
+            raise BadJSON("not UTF-8 text") from None
     if text.startswith("\ufeff"):
         text = text[1:]
     try:

@@ -32,7 +32,6 @@ from typing import Any, TextIO
 
 from ..replay.backfill import TIMEOUT_S, BackfillError, Exporter
 from ..replay.table import printable
-from ..telemetry import error_count
 from .discovery import Places
 from .follower import Follower
 from .identity import ServiceLabels
@@ -91,7 +90,6 @@ class Watcher:
         self.places = Places(args.paths, home)
         self.followers: dict[Path, Follower] = {}
         self.stop = threading.Event()
-        self._errors = error_count()
         self._saved: dict[str, FileState] = {}  # in the state file, not followed (yet)
         self._written: dict[str, FileState] | None = None  # what the state file holds now
         self._next_idle_poll = 0.0
@@ -122,11 +120,9 @@ class Watcher:
         """Flush the spans made so far, then record them as sent."""
         states = {str(p): f.checkpoint() for p, f in self.followers.items()}
         self.exporter.pipeline.force_flush(TIMEOUT_S)
-        failed = error_count() - self._errors
+        failed = self.exporter.take_failures()
         if failed:
-            self._errors += failed
-            self.note(f"{self.exporter.where}: {failed} span export(s) failed (is a monitor or collector "
-                      "listening there?); the watcher goes on")
+            self.note(f"{self.exporter.failure(failed)}; the watcher goes on")
         self._saved = {name: saved for name, saved in self._saved.items() if Path(name).exists()}  # not followed now
         current = {**self._saved, **states}
         if current != self._written:  # an idle watcher does not rewrite (and fsync) the same state
@@ -223,10 +219,10 @@ def run(args: argparse.Namespace, err: TextIO | None = None) -> int:
 
 
 def _close(exporter: Exporter, note: Callable[[str], None]) -> bool:
-    """Flush and stop the exporter; whether every export went through (else one line says so)."""
+    """Flush and stop the exporter; whether every export of the run went through (a failure not noted yet
+    gets its line here)."""
     try:
         exporter.close()
     except BackfillError as exc:
         note(str(exc))
-        return False
-    return True
+    return exporter.all_sent

@@ -1,7 +1,9 @@
 """Who a session is: its loop id, agent, agent version and project, read from its first records.
 
 - Claude Code: the file is named after the session id (else the first ``sessionId``); ``version``
-  and ``cwd`` are on every record.
+  and ``cwd`` are on every record. A sub-agent's transcript (its first record that says is
+  ``isSidechain: true``) records its parent's ``sessionId`` and its own ``agentId``: it is the loop
+  ``claude-code-<session id>-agent-<agentId>``, not the parent's.
 - Codex: the ``session_meta`` record's ``payload``: ``id``, ``cli_version``, ``cwd``.
 - Gemini CLI: ``sessionId`` of the metadata record (or the document); the project is the
   ``<project>`` directory of ``~/.gemini/tmp/<project>/chats/``.
@@ -76,6 +78,13 @@ def _first(records: Iterable[dict], *path: str) -> str | None:
     return None
 
 
+def _subagent_of(records: Iterable[dict]) -> str | None:
+    """The ``agentId`` of a Claude Code sub-agent's transcript (its first record saying ``isSidechain`` says
+    true), else None."""
+    side = next((r for r in records if isinstance(r.get("isSidechain"), bool)), None)
+    return _text(side.get("agentId")) if side is not None and side["isSidechain"] else None
+
+
 def _safe(text: str, limit: int) -> str:
     return _UNSAFE.sub("_", text).strip("_")[:limit] or UNKNOWN_PROJECT
 
@@ -103,6 +112,8 @@ def identify(path: Path, format: str, records: list[dict]) -> SessionIdentity:
         project = path.parent.parent.name if path.parent.name == "chats" else None
     else:
         session_id = path.stem if _UUID.match(path.stem) else _first(records, "sessionId")
+        if (agent_id := _subagent_of(records)) is not None:
+            session_id = f"{session_id or UNKNOWN_PROJECT}-agent-{agent_id}"
         version, project = _first(records, "version"), _project_of(_first(records, "cwd"))
     session_id = _safe(session_id or path.stem, MAX_ID)
     return SessionIdentity(f"{agent}-{session_id}", agent, version[:MAX_LABEL] if version else None,
