@@ -68,6 +68,9 @@ from .unobserved import CallerLists
 log = logging.getLogger("ctxwatch")
 
 _SHARED_TELEMETRY: MutationTelemetry | None = None
+# what a trusted edit (`ContextGuard.adopt(trusted=True)`: the caller's own configuration, such as a
+# system prompt set per call) breaks by its nature, so only reported: record 000's prefix, record 001's policy
+TRUSTED_EDIT_WARNS = ("prefix_identity", "policy_isolation")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -279,7 +282,7 @@ class ContextGuard:
                              appended=appended)[0]
 
     def adopt(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None,
-              current: Sequence[Any] | None = None) -> Report:
+              current: Sequence[Any] | None = None, trusted: bool = False) -> Report:
         """A context the caller sends to the model as it is — an edit the guard can report but not change
         (a client's own compaction passed through a wrapped SDK call): checked like `check`, one report
         and span. On abort or halt nothing changes (the caller decides whether it still goes out;
@@ -287,12 +290,18 @@ class ContextGuard:
         `observe` takes on a change made outside it: decision patch, ``report.observed``, the findings
         kept — a change of the consumed prefix is reported, not deferred, since the model reads the edit
         as made. Turns appended before the edit are taken as appended first, as in `check` (`current`
-        as in `resolve`)."""
+        as in `resolve`).
+
+        `trusted`: the edit is the caller's own configuration, not a rewrite of history by the agent (a
+        system prompt the application sets per call, e.g. LangChain's ``dynamic_prompt`` middleware): what
+        records 000 and 001 say of it — the consumed prefix and the pinned policy changed — is reported as
+        warnings, not violations (an invariant set to "off" stays off); the policy region is then pinned
+        on it (`TRUSTED_EDIT_WARNS`). Every other check still refuses as configured."""
         appended = self._appended_in(current)
         model = self.bridge.to_model(proposed)
         schema_list = self.bridge.tools(tools) if tools is not None else None
         return self._attempt(model, proposed, kind=kind, tools=schema_list, rendered=None, adopt=True,
-                             refusable=True, appended=appended)[0]
+                             refusable=True, appended=appended, trusted=trusted)[0]
 
     def resolve(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None,
                 rendered: Any = None, deferral: str | None = None, shadow: bool | None = None,
@@ -426,11 +435,12 @@ class ContextGuard:
     def _attempt(self, proposed: tuple[Message, ...], raw: Any, *, kind: str | None,
                  tools: list[ToolSchema] | None, rendered: Any, adopt: bool, settle: bool = False,
                  deferral: str | None = None, shadow: bool | None = None, refusable: bool = False,
-                 appended: list[Any] | None = None) -> tuple[Report, Any]:
+                 appended: list[Any] | None = None, trusted: bool = False) -> tuple[Report, Any]:
         """Evaluate, decide and commit one proposal. `adopt`: the guard takes it on whatever the decision
         (observed; with `refusable`, unless it aborts or halts). `settle`: a deferral is settled by the mode.
         `appended`: the turns the caller appended since the guard last saw its context, when it said so
-        (`current`); None: found in the lists the guard has seen (`_with_unobserved_tail`)."""
+        (`current`); None: found in the lists the guard has seen (`_with_unobserved_tail`). `trusted`: the
+        caller's own edit (`adopt`), whose `TRUSTED_EDIT_WARNS` findings only warn."""
         started = time.perf_counter()
         if kind is not None and not (isinstance(kind, str) and kind in MUTATION_KINDS):
             raise ValueError(f"kind must be one of {', '.join(MUTATION_KINDS)}; got {kind!r}")
@@ -455,7 +465,8 @@ class ContextGuard:
                                       agent_version=self.agent_version,
                                       pass_number=self.passes_used + (1 if rewrite else 0), pass_cap=self.pass_cap)
         try:
-            evaluation = self._evaluate(base, change, tools, rendered, rewrite, prefix_change_allowed=False)
+            evaluation = self._evaluate(base, change, tools, rendered, rewrite, prefix_change_allowed=False,
+                                        warn_only=TRUSTED_EDIT_WARNS if trusted else ())
             outcome = _Outcome(evaluation, raw)
             if settle and not adopt and evaluation.decision == "defer" and deferral != "queue":
                 outcome = self._settle(evaluation, raw, deferral, tools) or outcome
@@ -670,8 +681,11 @@ class ContextGuard:
 
     # --- the evaluation (no side effects) ------------------------------------------------------------
     def _evaluate(self, base: ConsumedState, change: Change, tools: list[ToolSchema] | None, rendered: Any,
-                  rewrite: bool, *, prefix_change_allowed: bool) -> Evaluation:
+                  rewrite: bool, *, prefix_change_allowed: bool, warn_only: Iterable[str] = ()) -> Evaluation:
         config, enforcement = self.config, self.config.enforce
+        relaxed = {invariant: "warn" for invariant in warn_only if enforcement.get(invariant) != "off"}
+        if relaxed:
+            enforcement = {**enforcement, **relaxed}
         pairs_after = index_pairs_after(change, base.pairs, strict=self._strict)
         orphans = introduced_orphans(base.pairs, pairs_after)
         findings: list[Finding] = []
