@@ -57,7 +57,7 @@ from .invariants.prefix import check_prefix, check_rerender, check_unread_tail
 from .invariants.schemas import SchemaRegistry, check_schemas
 from .kinds import classify
 from .literals import LiteralRegistry
-from .loop_ids import default_loop_id
+from .loop_ids import default_loop_id, resource_agent_version
 from .model import SYSTEM_ROLES, Context, Message, TextPart, ToolSchema
 from .provenance import ProvenanceLog
 from .report import MUTATION_KINDS, Finding, Report
@@ -99,7 +99,8 @@ class ContextGuard:
       loop_id: identifies the loop in telemetry and the monitor; when omitted, the process's loop id on
         the resource (`ctxwatch.loop_ids`), else a random one.
       agent / service / conversation_id: reported in telemetry (conversation id only when real).
-      agent_version: the agent's version, reported in telemetry (a bounded metric label, docs/telemetry.md).
+      agent_version: the agent's version, reported in telemetry (a bounded metric label, docs/telemetry.md);
+        when omitted, ``gen_ai.agent.version`` of the process's resource (`ctxwatch.loop_ids`), if any.
       format: the message format ("openai_chat", "openai_responses", "anthropic", "langchain",
         "ctxwatch"); detected from the first input when omitted.
       tools: the tool definitions offered to the model (any supported format, or ToolSchema).
@@ -130,7 +131,7 @@ class ContextGuard:
         self.telemetry = telemetry if telemetry is not None else _default_telemetry()
         self.loop_id = loop_id or default_loop_id(self.telemetry.tracer_provider)
         self.agent, self.service, self.conversation_id = agent, service, conversation_id
-        self.agent_version = agent_version
+        self.agent_version = agent_version or resource_agent_version(self.telemetry.tracer_provider)
 
         self.bridge = FormatBridge(format)
         self.registry = SchemaRegistry()

@@ -315,3 +315,34 @@ def test_a_dynamic_prompt_and_a_summary_in_one_call_both_reach_the_model(capture
     compacted = [seen for seen in model.seen if any(t.startswith("[ctxwatch] earlier turns were elided")
                                                     for _, t, _ in seen)]
     assert compacted and all(seen[0][0] == "SystemMessage" for seen in compacted)
+
+
+@pytest.mark.parametrize("where", ["resource", "environment", "guard_options"])
+def test_the_instrumentors_guards_report_the_agent_version_set_without_code(capture, monkeypatch, where) -> None:
+    """Guards the instrumentor makes take ``gen_ai.agent.version`` from the tracer provider's resource or
+    from ``OTEL_RESOURCE_ATTRIBUTES`` (a deployment setting), or from ``guard_options={"agent_version": ...}``."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from ctxwatch.integrations.langchain_instrumentor import LangChainInstrumentor
+
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    provider = capture.provider
+    if where == "resource":
+        provider = TracerProvider(resource=Resource.create({"gen_ai.agent.version": "4.2.0"}))
+        provider.add_span_processor(SimpleSpanProcessor(capture.exporter))
+    elif where == "environment":
+        monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "gen_ai.agent.version=4.2.0")
+    options = {"agent_version": "4.2.0"} if where == "guard_options" else {}
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider, guard_options=options)
+    try:
+        import langchain.agents
+
+        langchain.agents.create_agent(scripted(2), [lookup], system_prompt="You track orders.").invoke(
+            {"messages": [HumanMessage("Where are my orders?")]})
+    finally:
+        instrumentor.uninstrument()
+    spans = capture.appends()
+    assert spans and {s.attributes.get("gen_ai.agent.version") for s in spans} == {"4.2.0"}
