@@ -40,7 +40,7 @@ from ..model import Context, Message
 from ..report import Report
 from ..sessions import Mutation, Session, Snapshot
 from ..telemetry import MutationTelemetry, error_count
-from ..watch.identity import AGENTS, ServiceLabels, agent_name, identify_file
+from ..watch.identity import AGENTS, MAX_LABEL, ServiceLabels, agent_name, identify_file
 from .audit import MutationAudit, Observer, SessionAudit
 from .buffer import FollowedBuffer
 
@@ -146,11 +146,18 @@ class Backfill(Observer):
             self.telemetry.number_unsent(report)
             return
         handle = self.telemetry.start(loop_id=self.loop_id, kind=report.kind, pass_number=report.pass_number,
-                                      agent=self.agent, service=self.service, agent_version=self.agent_version,
+                                      agent=self.agent, service=self.service, agent_version=self._version_at(line),
                                       at_ns=self.session.time_of(line) if self.session is not None else None)
         handle.end(report)
         if self.spans % self.flush_every == 0:
             self.flush()
+
+    def _version_at(self, line: int | None) -> str | None:
+        """The agent's version at `line`: for a session identified with one, the latest the records up to
+        `line` carry (`Session.version_at`: what an agent upgraded mid-session did after is labelled with the
+        new version), else the one it was identified with."""
+        recorded = self.session.version_at(line) if self.session is not None and self.agent_version else None
+        return recorded[:MAX_LABEL] if recorded else self.agent_version
 
 
 def session_backfill(audit: SessionAudit, telemetry: MutationTelemetry, flush: Callable[[], object], *,
