@@ -570,11 +570,11 @@ class ContextGuard:
                 [*state.digests, *(m.digest for m in tail)])
 
     def _appended_in(self, current: Sequence[Any] | None) -> list[Any] | None:
-        """The caller's objects `current` (its context now) holds after the guard's context, by position;
-        None when `current` is not given (all of it before the guard has seen anything: the system prompt a
-        loop starts with). `current` is also remembered as a list the caller may extend
-        (so `messages` after a refusal holds its turns too). ValueError when it does not start with the
-        guard's context, naming the first message that differs."""
+        """The caller's objects `current` (its context now) holds after the guard's context, by position:
+        all of them while the guard has seen nothing (the system prompt a loop starts with); None when
+        `current` is not given. `current` is also remembered as a list the caller may extend (so `messages`
+        after a refusal or a session boundary holds its turns too). ValueError when it does not start with
+        the guard's context, naming the first message that differs."""
         if current is None:
             return None
         known = self._state.digests

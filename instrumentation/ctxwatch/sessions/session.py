@@ -110,7 +110,8 @@ class Session:
         return self.stamped(iter_jsonl(self.path, self.skip, self.max_line_bytes))
 
     def stamped(self, lines: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
-        """`lines`, noting each record's ``timestamp`` in `recorded_ns` as it goes by."""
+        """`lines`, noting each record's ``timestamp`` in `recorded_ns`, and its ``version`` when it
+        changes (`version_at`), as it goes by."""
         for line, value in lines:
             self.note_time(value, line)
             version = value.get("version") if isinstance(value, dict) else None
