@@ -15,7 +15,8 @@ integer (32-bit lanes, offset-binary on decode). A message's contribution is kep
 lane codes (2 bytes a feature), or packed like a buffer when that is smaller (more than
 ``2 · lanes`` features); an update counts the codes of all the messages it adds or removes at once
 (`collections.Counter`, in C) and packs the counts once, instead of stepping a lane vector per
-feature in Python. Contributions are cached per message digest in a bounded cache.
+feature in Python. Contributions are cached per message digest in a cache bounded by entries and by
+bytes (`CACHE_LIMIT`, `CACHE_BYTES`: each entry counted with its bookkeeping), oldest out first.
 
 Distance is the angle between two projections, normalised to [0, 1]: ``d = 2·θ/π`` where
 ``cos θ`` is the cosine of the two lane vectors. Identical buffers give 0, buffers with no
@@ -43,6 +44,8 @@ from .model import Message
 LANES = 512
 FEATURE_SEED = 0x63747877  # "ctxw": fixed, so fingerprints agree across processes and hosts
 CACHE_LIMIT = 8192
+CACHE_BYTES = 2 * 1024 * 1024  # per fingerprinter (one per guard): a full cache of long messages held ~9 MB
+_ENTRY_BYTES = 200  # a cached entry's bookkeeping: the Contribution, its array or int header, the dict slot
 
 _LANE_BITS = 32
 _BIAS = 1 << (_LANE_BITS - 1)
@@ -95,6 +98,12 @@ class Contribution:
             self.codes, self.dense = None, fingerprinter.pack(Counter(codes))
 
     @property
+    def nbytes(self) -> int:
+        """What keeping this contribution in a cache costs: its codes (or packed vector) and bookkeeping."""
+        held = self.codes.itemsize * len(self.codes) if self.codes is not None else (self.dense or 0).bit_length() // 8
+        return held + _ENTRY_BYTES
+
+    @property
     def packed(self) -> int:
         """The signed lane vector packed into one integer (as `Fingerprinter.decode` reads it)."""
         if self.dense is not None:
@@ -107,18 +116,23 @@ class Fingerprinter:
 
     `lanes` (a power of two) and `seed` define the fingerprint: distances are only defined
     between fingerprints made with the same pair. `cache_limit` bounds the number of cached
-    message contributions (each is 2 bytes a feature, at most ``4 · lanes`` bytes).
+    message contributions (each is 2 bytes a feature, at most ``4 · lanes`` bytes), `cache_bytes`
+    what they hold (`Contribution.nbytes`); when either is reached the oldest half goes.
     """
 
     def __init__(self, lanes: int = LANES, *, seed: int = FEATURE_SEED,
-                 cache_limit: int = CACHE_LIMIT) -> None:
+                 cache_limit: int = CACHE_LIMIT, cache_bytes: int = CACHE_BYTES) -> None:
         if lanes < 8 or lanes & (lanes - 1):
             raise ValueError(f"lanes must be a power of two >= 8, got {lanes}")
         if cache_limit < 1:
             raise ValueError(f"cache_limit must be >= 1, got {cache_limit}")
+        if type(cache_bytes) is not int or cache_bytes < 1:
+            raise ValueError(f"cache_bytes must be a positive int, got {cache_bytes!r}")
         self.lanes = lanes
         self.seed = seed
         self.cache_limit = cache_limit
+        self.cache_bytes = cache_bytes
+        self._cached_bytes = 0
         self._mask = 2 * lanes - 1
         self._typecode = "H" if 2 * lanes <= 1 << 16 else "I"
         width = array(self._typecode).itemsize
@@ -137,24 +151,39 @@ class Fingerprinter:
         """How many message contributions the cache holds."""
         return len(self._cache)
 
+    @property
+    def cached_bytes(self) -> int:
+        """What the cached contributions hold, counted as `cache_bytes` bounds it."""
+        return self._cached_bytes
+
     def clear(self) -> None:
         """Empty the contribution cache (fingerprints already made keep their contributions)."""
         self._cache.clear()
+        self._cached_bytes = 0
 
     def message(self, message: Message) -> Contribution:
         """The contribution of one message, computed once per distinct content."""
         key = message.digest
         found = self._cache.get(key)
         if found is None:
-            if len(self._cache) >= self.cache_limit:
-                for stale in list(self._cache)[: max(1, self.cache_limit // 2)]:
-                    del self._cache[stale]
             try:
                 found = self._compute(message)
             except UnicodeEncodeError:  # a lone surrogate in the text (JSON's "\ud800" reads as one)
                 found = self._compute(_surrogates_replaced(message))
-            self._cache[key] = found
+            size = found.nbytes
+            if len(self._cache) >= self.cache_limit or self._cached_bytes + size > self.cache_bytes:
+                self._evict_oldest_half()
+            if size <= self.cache_bytes:
+                self._cache[key] = found
+                self._cached_bytes += size
         return found
+
+    def _evict_oldest_half(self) -> None:
+        """Drop the oldest entries until the cache holds at most half of either bound."""
+        oldest = iter(list(self._cache))
+        while self._cache and (len(self._cache) > self.cache_limit // 2
+                               or self._cached_bytes > self.cache_bytes // 2):
+            self._cached_bytes -= self._cache.pop(next(oldest)).nbytes
 
     def _compute(self, message: Message) -> Contribution:
         # the lane codes (each feature's xxh3-64 mod 2 · lanes) cut from the joined 8-byte hashes in

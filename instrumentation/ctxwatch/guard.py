@@ -57,7 +57,7 @@ from .invariants.prefix import check_prefix, check_rerender, check_unread_tail
 from .invariants.schemas import SchemaRegistry, check_schemas
 from .kinds import classify
 from .literals import LiteralRegistry
-from .loop_ids import default_loop_id
+from .loop_ids import default_loop_id, resource_agent_version
 from .model import SYSTEM_ROLES, Context, Message, TextPart, ToolSchema
 from .provenance import ProvenanceLog
 from .report import MUTATION_KINDS, Finding, Report
@@ -68,6 +68,9 @@ from .unobserved import CallerLists
 log = logging.getLogger("ctxwatch")
 
 _SHARED_TELEMETRY: MutationTelemetry | None = None
+# what a trusted edit (`ContextGuard.adopt(trusted=True)`: the caller's own configuration, such as a
+# system prompt set per call) breaks by its nature, so only reported: record 000's prefix, record 001's policy
+TRUSTED_EDIT_WARNS = ("prefix_identity", "policy_isolation")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -96,7 +99,8 @@ class ContextGuard:
       loop_id: identifies the loop in telemetry and the monitor; when omitted, the process's loop id on
         the resource (`ctxwatch.loop_ids`), else a random one.
       agent / service / conversation_id: reported in telemetry (conversation id only when real).
-      agent_version: the agent's version, reported in telemetry (a bounded metric label, docs/telemetry.md).
+      agent_version: the agent's version, reported in telemetry (a bounded metric label, docs/telemetry.md);
+        when omitted, ``gen_ai.agent.version`` of the process's resource (`ctxwatch.loop_ids`), if any.
       format: the message format ("openai_chat", "openai_responses", "anthropic", "langchain",
         "ctxwatch"); detected from the first input when omitted.
       tools: the tool definitions offered to the model (any supported format, or ToolSchema).
@@ -127,7 +131,7 @@ class ContextGuard:
         self.telemetry = telemetry if telemetry is not None else _default_telemetry()
         self.loop_id = loop_id or default_loop_id(self.telemetry.tracer_provider)
         self.agent, self.service, self.conversation_id = agent, service, conversation_id
-        self.agent_version = agent_version
+        self.agent_version = agent_version or resource_agent_version(self.telemetry.tracer_provider)
 
         self.bridge = FormatBridge(format)
         self.registry = SchemaRegistry()
@@ -267,30 +271,42 @@ class ContextGuard:
 
     # --- checking and applying ----------------------------------------------------------------------
     def check(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None,
-              rendered: Any = None) -> Report:
+              rendered: Any = None, current: Sequence[Any] | None = None) -> Report:
         """Evaluate a proposed context; never raises for a violation. Records the attempt: on patch the
         guard assumes the agent uses the proposal; on defer the proposal is queued; anything else leaves
-        the guard as it was."""
+        the guard as it was. `current`: the caller's context now, for a loop that builds a new list each
+        turn (see `resolve`)."""
+        appended = self._appended_in(current)
         model = self.bridge.to_model(proposed)
         schema_list = self.bridge.tools(tools) if tools is not None else None
-        return self._attempt(model, proposed, kind=kind, tools=schema_list, rendered=rendered, adopt=False)[0]
+        return self._attempt(model, proposed, kind=kind, tools=schema_list, rendered=rendered, adopt=False,
+                             appended=appended)[0]
 
-    def adopt(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None
-              ) -> Report:
+    def adopt(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None,
+              current: Sequence[Any] | None = None, trusted: bool = False) -> Report:
         """A context the caller sends to the model as it is — an edit the guard can report but not change
         (a client's own compaction passed through a wrapped SDK call): checked like `check`, one report
         and span. On abort or halt nothing changes (the caller decides whether it still goes out;
         `raise_for` raises the record's error). Otherwise the guard takes it on as the context in use, as
         `observe` takes on a change made outside it: decision patch, ``report.observed``, the findings
         kept — a change of the consumed prefix is reported, not deferred, since the model reads the edit
-        as made. Turns appended before the edit are taken as appended first, as in `check`."""
+        as made. Turns appended before the edit are taken as appended first, as in `check` (`current`
+        as in `resolve`).
+
+        `trusted`: the edit is the caller's own configuration, not a rewrite of history by the agent (a
+        system prompt the application sets per call, e.g. LangChain's ``dynamic_prompt`` middleware): what
+        records 000 and 001 say of it — the consumed prefix and the pinned policy changed — is reported as
+        warnings, not violations (an invariant set to "off" stays off); the policy region is then pinned
+        on it (`TRUSTED_EDIT_WARNS`). Every other check still refuses as configured."""
+        appended = self._appended_in(current)
         model = self.bridge.to_model(proposed)
         schema_list = self.bridge.tools(tools) if tools is not None else None
         return self._attempt(model, proposed, kind=kind, tools=schema_list, rendered=None, adopt=True,
-                             refusable=True)[0]
+                             refusable=True, appended=appended, trusted=trusted)[0]
 
     def resolve(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None,
-                rendered: Any = None, deferral: str | None = None, shadow: bool | None = None) -> tuple[Report, Any]:
+                rendered: Any = None, deferral: str | None = None, shadow: bool | None = None,
+                current: Sequence[Any] | None = None) -> tuple[Report, Any]:
         """Check `proposed` and settle what the agent should use now: ``(report, context)``.
 
         patch: the proposal. A rewrite that would be deferred is settled by the deferral mode (the
@@ -300,20 +316,26 @@ class ContextGuard:
         start of a new session and episode (``resolution == "session_boundary"``); otherwise defer: the
         current context, the rewrite queued. abort / halt: the current context. In shadow mode (the
         guard's, or `shadow` for this call) the proposal itself, whatever the decision. Turns the
-        caller appended since the last `observe` are always part of the context returned.
+        caller appended since the last `observe` are always part of the context returned: found by
+        position in the list it observed (or was handed back) and extended in place, or, given
+        `current` (the caller's context now: what the guard last saw followed by the turns appended
+        since, for a loop that builds a new list each turn), its items after what the guard last saw
+        (a `current` that does not start with that is a ValueError naming the first message that differs).
         Never raises for a violation (`apply` raises).
         """
+        appended = self._appended_in(current)
         model = self.bridge.to_model(proposed)
         schema_list = self.bridge.tools(tools) if tools is not None else None
         return self._attempt(model, proposed, kind=kind, tools=schema_list, rendered=rendered, adopt=False,
-                             settle=True, deferral=deferral, shadow=shadow)
+                             settle=True, deferral=deferral, shadow=shadow, appended=appended)
 
     def apply(self, proposed: Sequence[Any], *, kind: str | None = None, tools: Iterable[Any] | None = None,
-              rendered: Any = None, deferral: str | None = None, shadow: bool | None = None) -> Any:
+              rendered: Any = None, deferral: str | None = None, shadow: bool | None = None,
+              current: Sequence[Any] | None = None) -> Any:
         """Check `proposed`; return what the agent should use now (see `resolve`), or raise the record's
         error on abort or halt (never in shadow mode)."""
         report, context = self.resolve(proposed, kind=kind, tools=tools, rendered=rendered, deferral=deferral,
-                                       shadow=shadow)
+                                       shadow=shadow, current=current)
         self.raise_for(report)
         return context
 
@@ -358,12 +380,13 @@ class ContextGuard:
         return self.apply(proposal, kind="self_edit")
 
     # --- deferral and episodes ---------------------------------------------------------------------
-    def session_boundary(self) -> Report | None:
+    def session_boundary(self, *, current: Sequence[Any] | None = None) -> Report | None:
         """The next model call starts a fresh session (nothing consumed) and a new episode: apply the
         latest deferred rewrite, rebased on what was appended since it was proposed (turns appended to
-        the caller's list since the last `observe` included). Returns its report, if any. The context to
-        use from then on is `messages`: ``guard.session_boundary(); messages = guard.messages``."""
-        messages, raw, digests = self._with_appended()
+        the caller's list since the last `observe` included; `current` as in `resolve`). Returns its
+        report, if any. The context to use from then on is `messages`:
+        ``guard.session_boundary(); messages = guard.messages``."""
+        messages, raw, digests = self._with_appended(self._appended_in(current))
         entry = self.deferred.take_latest(digests)
         self._state.with_boundary(0)
         self.new_episode()
@@ -412,16 +435,19 @@ class ContextGuard:
 
     def _attempt(self, proposed: tuple[Message, ...], raw: Any, *, kind: str | None,
                  tools: list[ToolSchema] | None, rendered: Any, adopt: bool, settle: bool = False,
-                 deferral: str | None = None, shadow: bool | None = None, refusable: bool = False
-                 ) -> tuple[Report, Any]:
+                 deferral: str | None = None, shadow: bool | None = None, refusable: bool = False,
+                 appended: list[Any] | None = None, trusted: bool = False) -> tuple[Report, Any]:
         """Evaluate, decide and commit one proposal. `adopt`: the guard takes it on whatever the decision
-        (observed; with `refusable`, unless it aborts or halts). `settle`: a deferral is settled by the mode."""
+        (observed; with `refusable`, unless it aborts or halts). `settle`: a deferral is settled by the mode.
+        `appended`: the turns the caller appended since the guard last saw its context, when it said so
+        (`current`); None: found in the lists the guard has seen (`_with_unobserved_tail`). `trusted`: the
+        caller's own edit (`adopt`), whose `TRUSTED_EDIT_WARNS` findings only warn."""
         started = time.perf_counter()
         if kind is not None and not (isinstance(kind, str) and kind in MUTATION_KINDS):
             raise ValueError(f"kind must be one of {', '.join(MUTATION_KINDS)}; got {kind!r}")
         deferral = self.config.deferral if deferral is None else check_deferral(deferral)
         shadow = self.config.shadow if shadow is None else shadow
-        base = self._with_unobserved_tail(proposed, raw)
+        base = self._with_unobserved_tail(proposed, raw, appended)
         change = Change.between(base.context, proposed, kind or "rewrite", base.digests)
         if tools is not None and not self.registry.changes(tools):
             tools = None  # the same tool list sent again (runtimes send it with every request): no change
@@ -440,7 +466,8 @@ class ContextGuard:
                                       agent_version=self.agent_version,
                                       pass_number=self.passes_used + (1 if rewrite else 0), pass_cap=self.pass_cap)
         try:
-            evaluation = self._evaluate(base, change, tools, rendered, rewrite, prefix_change_allowed=False)
+            evaluation = self._evaluate(base, change, tools, rendered, rewrite, prefix_change_allowed=False,
+                                        warn_only=TRUSTED_EDIT_WARNS if trusted else ())
             outcome = _Outcome(evaluation, raw)
             if settle and not adopt and evaluation.decision == "defer" and deferral != "queue":
                 outcome = self._settle(evaluation, raw, deferral, tools) or outcome
@@ -493,21 +520,25 @@ class ContextGuard:
             self._advance_detector(evaluation)
         return self._checked(evaluation.base)
 
-    def _with_unobserved_tail(self, proposed: tuple[Message, ...], raw: Any) -> ConsumedState:
+    def _with_unobserved_tail(self, proposed: tuple[Message, ...], raw: Any,
+                              appended: list[Any] | None = None) -> ConsumedState:
         """The state to evaluate against: the guard's, plus the turns the caller appended since the guard
         last saw its context, as if they had been observed (`unobserved` counts them, and the proposal must
-        end with them verbatim: `check_unread_tail`). They are the items after the known ones in the list
-        the caller extended (`CallerLists`: by position, duplicates and all). When no list the guard saw
-        grew (a caller that builds a new list), they are inferred from the proposal (`_inferred_tail`).
-        The guard's own state is never modified here."""
+        end with them verbatim: `check_unread_tail`). They are `appended` when the caller named them
+        (`current`), else the items after the known ones in the list the caller extended (`CallerLists`:
+        by position, duplicates and all). When the caller named none and no list the guard saw grew (a
+        caller that builds a new list without `current`), they are inferred from the proposal
+        (`_inferred_tail`). The guard's own state is never modified here."""
         state = self._state
-        appended = self._callers.appended()
-        tail = self._as_messages(appended)
+        items = appended if appended is not None else self._callers.appended()
+        tail = self._as_messages(items)
         if tail:
             known = [*state.digests, *(m.digest for m in tail)]
             if [m.digest for m in proposed[: len(known)]] == known:
                 return state  # the proposal extends the caller's list: an append, evaluated as it is
-            return self._grown(state, appended) or state
+            return self._grown(state, items) or state
+        if appended is not None:
+            return state  # the caller said what it appended: nothing (or nothing the guard can read)
         return self._grown(state, self._inferred_tail(proposed, raw)) or state
 
     def _inferred_tail(self, proposed: tuple[Message, ...], raw: Any) -> list[Any]:
@@ -526,15 +557,36 @@ class ContextGuard:
             return []
         return tail_items(raw, len(digests) - last - 1)
 
-    def _with_appended(self) -> tuple[tuple[Message, ...], Any, list[int]]:
-        """The guard's context with the turns the caller appended since (its messages, the caller's form and
-        the digests), read without advancing a copy of the state: what `messages` and `session_boundary` use."""
-        state, appended = self._state, self._callers.appended()
+    def _with_appended(self, appended: list[Any] | None = None) -> tuple[tuple[Message, ...], Any, list[int]]:
+        """The guard's context with the turns the caller appended since (`appended` when the caller named
+        them, else found by `CallerLists`): its messages, the caller's form and the digests, read without
+        advancing a copy of the state: what `messages` and `session_boundary` use."""
+        state = self._state
+        appended = self._callers.appended() if appended is None else appended
         tail = self._as_messages(appended)
         if not tail:
             return state.context.messages, state.raw, state.digests
         return (state.context.messages + tail, extended(state.raw, appended),
                 [*state.digests, *(m.digest for m in tail)])
+
+    def _appended_in(self, current: Sequence[Any] | None) -> list[Any] | None:
+        """The caller's objects `current` (its context now) holds after the guard's context, by position:
+        all of them while the guard has seen nothing (the system prompt a loop starts with); None when
+        `current` is not given. `current` is also remembered as a list the caller may extend (so `messages`
+        after a refusal or a session boundary holds its turns too). ValueError when it does not start with
+        the guard's context, naming the first message that differs."""
+        if current is None:
+            return None
+        known = self._state.digests
+        model = self.bridge.to_model(current) if known else ()
+        if [m.digest for m in model[: len(known)]] != known:
+            at = next((i for i, (m, d) in enumerate(zip(model, known, strict=False)) if m.digest != d), len(model))
+            raise ValueError(f"current= must start with the context the guard last saw ({len(known)} messages) "
+                             f"and hold the turns appended since; message {at} is not the one it saw (observe() a "
+                             "context changed outside the guard instead)")
+        items = current.get("messages", ()) if isinstance(current, dict) else current
+        self._callers.add(current, self._known_items)
+        return list(items[self._known_items:])
 
     def _grown(self, state: ConsumedState, appended: list[Any]) -> ConsumedState | None:
         """A copy of `state` with the caller's objects `appended` taken as appended (None: nothing to add,
@@ -630,8 +682,11 @@ class ContextGuard:
 
     # --- the evaluation (no side effects) ------------------------------------------------------------
     def _evaluate(self, base: ConsumedState, change: Change, tools: list[ToolSchema] | None, rendered: Any,
-                  rewrite: bool, *, prefix_change_allowed: bool) -> Evaluation:
+                  rewrite: bool, *, prefix_change_allowed: bool, warn_only: Iterable[str] = ()) -> Evaluation:
         config, enforcement = self.config, self.config.enforce
+        relaxed = {invariant: "warn" for invariant in warn_only if enforcement.get(invariant) != "off"}
+        if relaxed:
+            enforcement = {**enforcement, **relaxed}
         pairs_after = index_pairs_after(change, base.pairs, strict=self._strict)
         orphans = introduced_orphans(base.pairs, pairs_after)
         findings: list[Finding] = []

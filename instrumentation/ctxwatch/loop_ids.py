@@ -1,10 +1,13 @@
-"""The loop id a guard reports when its caller names none.
+"""The loop id (and the agent version) a guard reports when its caller names none.
 
 One loop per process (docs/telemetry.md, "The loop id on the resource"): the id given to
 `ctxwatch.otlp.install(loop_id=...)`, else ``ctxwatch.loop.id`` on the resource of the tracer
 provider the guard's telemetry uses (an SDK provider), else in ``OTEL_RESOURCE_ATTRIBUTES`` (for a
 provider the application installs later); only when none of them names one, a random id, new for
 each guard. The guard stamps the id it settles on on every span, so it agrees with the resource.
+The agent's version is read the same way from ``gen_ai.agent.version`` (`resource_agent_version`):
+how an integration whose guards the framework makes (LangChain's instrumentor) or a deployment sets
+it without code; none when no resource names it.
 """
 
 from __future__ import annotations
@@ -27,20 +30,28 @@ def set_process_loop_id(loop_id: str | None) -> None:
     _installed = loop_id or None
 
 
-def resource_loop_id(tracer_provider: object, environ: Mapping[str, str] | None = None) -> str | None:
-    """``ctxwatch.loop.id`` of the process: installed, on `tracer_provider`'s resource, or in the
+def resource_attribute(tracer_provider: object, name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The string attribute `name` of the process's resource: on `tracer_provider`'s resource, else in the
     environment's resource attributes (W3C-baggage style ``key=value,...``, values percent-encoded)."""
-    if _installed:
-        return _installed
     attributes = getattr(getattr(tracer_provider, "resource", None), "attributes", None) or {}
-    value = attributes.get(semconv.LOOP_ID)
+    value = attributes.get(name)
     if isinstance(value, str) and value:
         return value
     for pair in (os.environ if environ is None else environ).get(ENV_RESOURCE_ATTRIBUTES, "").split(","):
         key, _, raw = pair.partition("=")
-        if key.strip() == semconv.LOOP_ID and unquote(raw.strip()):
+        if key.strip() == name and unquote(raw.strip()):
             return unquote(raw.strip())
     return None
+
+
+def resource_loop_id(tracer_provider: object, environ: Mapping[str, str] | None = None) -> str | None:
+    """``ctxwatch.loop.id`` of the process: installed, else on the resource (`resource_attribute`)."""
+    return _installed or resource_attribute(tracer_provider, semconv.LOOP_ID, environ)
+
+
+def resource_agent_version(tracer_provider: object, environ: Mapping[str, str] | None = None) -> str | None:
+    """``gen_ai.agent.version`` of the process's resource (`resource_attribute`), if any."""
+    return resource_attribute(tracer_provider, semconv.AGENT_VERSION, environ)
 
 
 def default_loop_id(tracer_provider: object) -> str:

@@ -205,6 +205,7 @@ class AttributeSpec:
 
 
 _G = GENAI_V1_41
+AGENT_VERSION = _G.agent_version  # also read from the resource when a guard is given no version (`loop_ids`)
 SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(LOOP_ID, "string", "caller; omitted when the caller gives no loop id (resource fallback)"),
     AttributeSpec(MUTATION_KIND, "string", "caller"),

@@ -18,7 +18,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
+
+from corpus_files import jsonl
 
 from ctxwatch.adapters import from_messages
 from ctxwatch.model import Message
@@ -58,6 +60,19 @@ def loop_detail(url: str, loop_id: str) -> dict | None:
         if exc.code == 404:
             return None
         raise
+
+
+def recorded_project(path: Path, fmt: str) -> str:
+    """The service label of a session's loop, read here from the file: a coding agent's project, the last part
+    of the ``cwd`` it records (Codex: in its ``session_meta``; Gemini CLI: the folder holding ``chats/``, else
+    the file's own folder), as ``ctxwatch watch`` and ``replay --otlp`` both label it; ``ctxwatch-replay``
+    for the other formats."""
+    if fmt == "gemini_cli":
+        return path.parent.parent.name if path.parent.name == "chats" else path.parent.name
+    if fmt not in ("claude_code", "codex"):
+        return "ctxwatch-replay"
+    records = [r.get("payload") if fmt == "codex" else r for _, r in jsonl(path)]
+    return PurePath(next(r["cwd"] for r in records if isinstance(r, dict) and isinstance(r.get("cwd"), str))).name
 
 
 def replay_json(*args: object, timeout: float = 120) -> tuple[int, dict, str]:

@@ -14,7 +14,15 @@ import httpx
 import pytest
 from corpus_files import jsonl, kind_of, of_kind, readable_files
 from prometheus_client.parser import text_string_to_metric_families
-from replay_fixtures import ctxwatch, fleet_samples, late_spans, loop_detail, replay_json, write_snapshots
+from replay_fixtures import (
+    ctxwatch,
+    fleet_samples,
+    late_spans,
+    loop_detail,
+    recorded_project,
+    replay_json,
+    write_snapshots,
+)
 
 from ctxwatch.demo.monitor_process import MonitorClient
 from ctxwatch.simulate.loops import absorption_loop
@@ -38,7 +46,9 @@ def test_backfill_into_a_monitor(monitor: MonitorClient, corpus: Path, tmp_path:
     assert set(loops) == {s["loop_id"] for s in doc["sessions"]}
     for session in doc["sessions"]:
         loop = loops[session["loop_id"]]
-        assert (loop["agent"], loop["service"]) == (agent_of(session["format"]), "ctxwatch-replay")
+        # one loop, one service label: a coding-agent session's project, as `ctxwatch watch` labels it
+        assert (loop["agent"], loop["service"]) == (agent_of(session["format"]),
+                                                     recorded_project(Path(session["path"]), session["format"]))
         assert loop["cycles"] == len(session["mutations"])
         assert loop["state"] == session["verdict"]["state"]
         detail = loop_detail(monitor.url, session["loop_id"])
@@ -86,9 +96,11 @@ def _versions_and_tokens_before_reach_the_metrics(url: str, files: list[Path], d
     pre_tokens = [m["pre_tokens"] for s in doc["sessions"] if s["format"] == "claude_code" for m in s["mutations"]
                   if m["kind"] == "compact" and m["pre_tokens"] is not None]
     assert pre_tokens
-    tokens = {s.name: s.value for s in samples if s.name.startswith("ctxwatch_rewrite_tokens_before_")
-              and s.labels.get("agent") == agent_of("claude_code") and s.labels.get("kind") == "compact"
-              and s.labels.get("le") in (None, "+Inf")}
+    tokens: dict[str, float] = {}  # summed over the sessions' service labels (their projects)
+    for s in samples:
+        if s.name.startswith("ctxwatch_rewrite_tokens_before_") and s.labels.get("agent") == agent_of("claude_code") \
+                and s.labels.get("kind") == "compact" and s.labels.get("le") in (None, "+Inf"):
+            tokens[s.name] = tokens.get(s.name, 0) + s.value
     assert tokens == {"ctxwatch_rewrite_tokens_before_sum": sum(pre_tokens),
                       "ctxwatch_rewrite_tokens_before_count": len(pre_tokens),
                       "ctxwatch_rewrite_tokens_before_bucket": len(pre_tokens)}

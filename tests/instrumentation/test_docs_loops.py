@@ -134,3 +134,50 @@ def test_the_documented_loop_in_queue_mode_applies_the_queued_compaction_at_each
     assert any(b < a for a, b in zip(starts, starts[1:], strict=False)), starts  # applied at a boundary
     assert max(sizes) <= 40, sizes  # never more than one task's growth past the compaction threshold
     assert not any("[ctxwatch] earlier turns were elided" in json.dumps(r) for r in client.requests)
+
+
+def calls_answered_next(requests: list[list]) -> list[bool]:
+    """For each tool call the model made (in the answer to one request), whether the next request still
+    carries that call and its result as messages."""
+    answered = []
+    for before, after in zip(requests, requests[1:], strict=False):
+        made = {c["id"] for m in after if m not in before for c in m.get("tool_calls", ())}
+        results = {m["tool_call_id"] for m in after if m["role"] == "tool"}
+        answered.extend(call in results for call in made)
+    return answered
+
+
+def test_the_documented_loop_that_builds_a_new_list_each_turn_keeps_every_unread_turn(monkeypatch):
+    """A loop that rebuilds its list says where it is with current=: the newest call and its results reach
+    the model as messages across every compaction, and each task's first request carries the previous
+    task's answer."""
+    client = run_loop(monkeypatch, "openai", "OpenAI", FakeOpenAI, loop("A loop that builds a new list each turn"))
+    sizes = [len(r) for r in client.requests]
+    assert max(sizes) <= 40 and any(b < a for a, b in zip(sizes, sizes[1:], strict=False))  # compacted, bounded
+    assert any("[ctxwatch] earlier turns were elided" in json.dumps(r) for r in client.requests)
+    calls = calls_answered_next(client.requests)
+    assert len(calls) == 12 * LOOKUPS_PER_QUESTION and all(calls)
+    starts = client.requests[LOOKUPS_PER_QUESTION + 1:: LOOKUPS_PER_QUESTION + 1]
+    assert all(r[-2] == {"role": "assistant", "content": f"Looked up {LOOKUPS_PER_QUESTION} SKUs."} for r in starts)
+
+
+def test_without_current_the_rebuilt_loop_loses_what_the_guard_cannot_see(monkeypatch):
+    """The same loop with current= left out: the answer at each task's end, appended after the last
+    observe() to a list the guard never saw, is not in guard.messages (what current= is for)."""
+    pytest.importorskip("openai")
+    client = FakeOpenAI()
+    monkeypatch.setattr("openai.OpenAI", lambda: client)
+    code = loop("A loop that builds a new list each turn").replace(", current=messages", "") \
+        .replace("current=messages", "")
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(code, {"__name__": "docs_loop"})
+    starts = client.requests[LOOKUPS_PER_QUESTION + 1:: LOOKUPS_PER_QUESTION + 1]
+    lost_answers = [r for r in starts if r[-2].get("content") != f"Looked up {LOOKUPS_PER_QUESTION} SKUs."]
+    assert len(lost_answers) == len(starts) == 11
+
+
+def test_the_system_prompt_the_openai_loop_starts_with_reaches_every_request(monkeypatch):
+    """guard.messages of a guard that has seen nothing yet is the list given as current= (the OpenAI loop's
+    system prompt), not an empty one."""
+    client = run_loop(monkeypatch, "openai", "OpenAI", FakeOpenAI, loop("OpenAI Chat loop"))
+    assert all(r[0]["role"] == "system" for r in client.requests)

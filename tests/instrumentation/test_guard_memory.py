@@ -9,7 +9,9 @@ import tracemalloc
 import pytest
 
 from ctxwatch import ContextGuard, verify_jsonl
+from ctxwatch.fingerprint import CACHE_BYTES, Fingerprinter
 from ctxwatch.literals import LiteralRegistry
+from ctxwatch.model import Message
 from ctxwatch.provenance import DEFAULT_MAX_ENTRIES, ProvenanceLog
 
 from conversations import assistant, user
@@ -110,3 +112,63 @@ def test_a_long_healthy_loop_stops_growing_once_its_bounds_are_reached():
     assert guard.provenance.dropped > 0 and len(guard.provenance) == 1000 and guard.provenance.verify().ok
     assert len(messages) <= 31
     assert later - reached < 1_500_000, (reached, later)
+
+
+
+def test_the_fingerprint_cache_is_bounded_by_what_it_holds():
+    """The contribution cache of a guard whose loop reads long tool results (~300 words each) is bounded by
+    bytes, not only by entries (8,192 long messages filled ~9 MB), and the alarm's figures are those of a
+    guard whose cache never evicts. The bound is set small here so that it is reached early; the default
+    is `fingerprint.CACHE_BYTES` (2 MiB)."""
+    words = [f"{w}{n}" for w in ("deploy", "shard", "retry", "queue", "cache") for n in range(400)]
+
+    def results_loop(guard: ContextGuard, turns: int) -> list[float]:
+        rng = random.Random(3)
+        messages = [{"role": "system", "content": "sys"}]
+        distances = []
+        for t in range(turns):
+            messages.append({"role": "user", "content": f"task {t}"})
+            guard.observe(messages)
+            messages.append({"role": "assistant", "tool_calls": [
+                {"id": f"call_{t}", "type": "function", "function": {"name": "f", "arguments": "{}"}}]})
+            messages.append({"role": "tool", "tool_call_id": f"call_{t}",
+                             "content": " ".join(rng.choice(words) for _ in range(300))})
+            guard.observe(messages)
+            if len(messages) > 30:
+                report, messages = guard.resolve([messages[0], {"role": "user", "content": f"Earlier: {t}"}]
+                                                 + messages[-6:], kind="compact")
+                distances.append(report.hash_distance)
+        return distances
+
+    bounded = ContextGuard("fp-bounded", enforce={"contraction": "warn"})
+    assert bounded._fingerprinter.cache_bytes == CACHE_BYTES == 2 * 1024 * 1024
+    bounded._fingerprinter.cache_bytes = 64 * 1024
+    distances = results_loop(bounded, 200)
+    cache = bounded._fingerprinter
+    assert cache.cached_bytes == sum(c.nbytes for c in cache._cache.values()) <= 64 * 1024
+    unbounded = ContextGuard("fp-unbounded", enforce={"contraction": "warn"})
+    assert results_loop(unbounded, 200) == distances and unbounded._fingerprinter.cached_bytes > 2 * 64 * 1024
+    assert any(d is not None and d > 0 for d in distances)
+
+
+@pytest.mark.parametrize("words", [20, 150, 1500])
+def test_what_the_fingerprint_cache_counts_is_what_it_holds(words):
+    """`Contribution.nbytes`, which the byte bound adds up, is within 20% of the memory the cached
+    contributions take (tracemalloc), for short, long and very long messages (packed dense)."""
+    rng = random.Random(words)
+    vocabulary = [f"w{n}" for n in range(5000)]
+    messages = [Message("user", " ".join(rng.choice(vocabulary) for _ in range(words)) + f" id{i}")
+                for i in range(200_000 // words)]
+    for m in messages:
+        assert m.digest
+    fingerprinter = Fingerprinter(cache_limit=10**6, cache_bytes=10**10)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for m in messages:
+            fingerprinter.message(m)
+        traced = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert fingerprinter.cached == len(messages)
+    assert 0.8 < traced / fingerprinter.cached_bytes < 1.2, (traced, fingerprinter.cached_bytes)

@@ -258,3 +258,91 @@ def test_each_answer_carries_its_cache_figures_and_a_summary_what_it_invalidated
     compact = capture.spans()[0].attributes
     assert compact[semconv.MUTATION_KIND] == "compact" and compact[semconv.CACHE_INVALIDATED_CHARS] > 0
     assert compact[semconv.CACHE_INVALIDATED_TOKENS] == -(-compact[semconv.CACHE_INVALIDATED_CHARS] // 4)
+
+
+def dated_prompt(made: list[str] | None = None):
+    """A dynamic system prompt that changes at every call, as one carrying the time or the turn does;
+    each prompt it makes is appended to `made`."""
+    from langchain.agents.middleware import dynamic_prompt
+
+    @dynamic_prompt
+    def prompt(request) -> str:
+        text = f"You track orders. {len(request.state['messages'])} messages so far."
+        (made if made is not None else []).append(text)
+        return text
+    return prompt
+
+
+def system_prompts(model) -> list[str]:
+    return [seen[0][1] for seen in model.seen if seen and seen[0][0] == "SystemMessage"]
+
+
+@pytest.mark.parametrize("policy", [None, lambda i, m: m.role == "system"], ids=["no-policy", "system-pinned"])
+def test_a_dynamic_system_prompt_reaches_the_model_at_every_call(capture, policy) -> None:
+    """The application's own prompt, set per call by a dynamic_prompt middleware, is neither queued until a
+    session boundary nor refused as a policy edit: the model reads what it reads without the guard, each
+    change is one system_patch span taken on as made, with warnings and no violation."""
+    plain_model, plain_state = run([dated_prompt()])
+    guard = ContextGuard("lc-dynamic", telemetry=capture.telemetry, policy=policy)
+    model, state = run(guard_middleware(guard, dated_prompt()))
+    assert model.seen == plain_model.seen and state == plain_state
+    assert len(set(system_prompts(model))) == 5  # the four calls after the first each had a new prompt
+    spans = capture.spans()
+    assert [(s.attributes[semconv.MUTATION_KIND], s.attributes[semconv.DECISION]) for s in spans] == \
+        [("system_patch", "patch")] * 4
+    for span in spans:
+        assert span.attributes[semconv.OBSERVED] is True and not span.attributes.get(semconv.VIOLATIONS)
+        assert "prefix_identity" in span.attributes[semconv.WARNINGS]
+        assert span.attributes[semconv.CACHE_INVALIDATED_CHARS] > 0  # what the new prompt costs the cache
+    if policy is not None:  # the pinned policy is the prompt the model reads now
+        assert "policy_isolation" in spans[-1].attributes[semconv.WARNINGS]
+        assert guard.context.messages[0].text == system_prompts(model)[-1]
+        assert [s.index for s in guard.policy.spans] == [0]
+
+
+def test_a_dynamic_prompt_and_a_summary_in_one_call_both_reach_the_model(capture) -> None:
+    """The new prompt is taken on first; the summary of consumed turns is then settled as usual (whole-pair
+    compaction under the default guard), so the model reads the new prompt and the compacted history."""
+    guard = ContextGuard("lc-dynamic-summary", telemetry=capture.telemetry)
+    made: list[str] = []
+    model, state = run(guard_middleware(guard, dated_prompt(made), SummarizationMiddleware(
+        summarizer(), trigger=("messages", 6), keep=("messages", 3))))
+    assert state[-1] == ("AIMessage", "All shipped.")
+    assert system_prompts(model) == made and len(set(made)) > 2  # every call read the prompt made for it
+    kinds = [(s.attributes[semconv.MUTATION_KIND], s.attributes[semconv.DECISION],
+              s.attributes.get(semconv.DEFERRAL_RESOLUTION)) for s in capture.spans()]
+    assert ("compact", "patch", "whole_pairs") in kinds and ("system_patch", "patch", None) in kinds
+    compacted = [seen for seen in model.seen if any(t.startswith("[ctxwatch] earlier turns were elided")
+                                                    for _, t, _ in seen)]
+    assert compacted and all(seen[0][0] == "SystemMessage" for seen in compacted)
+
+
+@pytest.mark.parametrize("where", ["resource", "environment", "guard_options"])
+def test_the_instrumentors_guards_report_the_agent_version_set_without_code(capture, monkeypatch, where) -> None:
+    """Guards the instrumentor makes take ``gen_ai.agent.version`` from the tracer provider's resource or
+    from ``OTEL_RESOURCE_ATTRIBUTES`` (a deployment setting), or from ``guard_options={"agent_version": ...}``."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from ctxwatch.integrations.langchain_instrumentor import LangChainInstrumentor
+
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    provider = capture.provider
+    if where == "resource":
+        provider = TracerProvider(resource=Resource.create({"gen_ai.agent.version": "4.2.0"}))
+        provider.add_span_processor(SimpleSpanProcessor(capture.exporter))
+    elif where == "environment":
+        monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "gen_ai.agent.version=4.2.0")
+    options = {"agent_version": "4.2.0"} if where == "guard_options" else {}
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider, guard_options=options)
+    try:
+        import langchain.agents
+
+        langchain.agents.create_agent(scripted(2), [lookup], system_prompt="You track orders.").invoke(
+            {"messages": [HumanMessage("Where are my orders?")]})
+    finally:
+        instrumentor.uninstrument()
+    spans = capture.appends()
+    assert spans and {s.attributes.get("gen_ai.agent.version") for s in spans} == {"4.2.0"}

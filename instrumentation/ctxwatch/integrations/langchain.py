@@ -14,7 +14,10 @@ request-level edits such as tool-use clearing (``ContextEditingMiddleware``).
 Before each model call:
 
 1. what the graph appended since the last call (the model's answer, tool results, new input) is
-   observed — an append: no span;
+   observed — an append: no span; a system prompt that differs from the last call's (the application
+   sets it per call: ``create_agent(system_prompt=...)``, a ``dynamic_prompt`` middleware) is the
+   application's own edit, taken on at once (`ContextGuard.adopt(trusted=True)`: one ``system_patch``
+   span whose prefix and policy findings are warnings; the pinned policy is what it sets);
 2. if the request is not an extension of that, the difference is one context edit, checked by the
    guard, which names its kind (`ctxwatch.kinds.classify`: compact, prune, system_patch, rerank,
    rewrite; schema_change when only the tools changed) — one span;
@@ -179,6 +182,7 @@ class ContextGuardMiddleware(AgentMiddleware):
         else:
             baseline = guard.messages + _appended(before, conv.accounted)
             guard.observe(baseline, boundary=guard.context.boundary)
+            baseline = self._with_system_prompt(guard, baseline, system)
         proposal = system + list(request.messages)
         tools_changed = tools_key != conv.tools
         conv.tools = tools_key
@@ -196,6 +200,21 @@ class ContextGuardMiddleware(AgentMiddleware):
             by_id = {m.id: m for m in before + state_now if m.id is not None}
             restore = [by_id.get(m.id, m) for m in kept if m.type != "system"]
         return _with_messages(request, kept), restore
+
+    def _with_system_prompt(self, guard: ContextGuard, baseline: list[BaseMessage],
+                            system: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """`baseline` with this call's system prompt. The system prompt is the application's configuration,
+        set for each call (``create_agent(system_prompt=...)``, a ``dynamic_prompt`` middleware), not history
+        the agent rewrites: a new one is taken on as the caller's own edit (`ContextGuard.adopt` with
+        ``trusted=True``: one ``system_patch`` span, the prefix and policy changes only warned about, the
+        policy pinned on it), so the model reads it now rather than at a session boundary."""
+        had = baseline[:1] if baseline and baseline[0].type == "system" else []
+        if _same(had, system):
+            return baseline
+        edited = [*system, *baseline[len(had):]]
+        report = guard.adopt(edited, kind="system_patch", trusted=True)
+        raise_refusal(report, self.on_refusal)
+        return edited if report.decision == "patch" else baseline
 
     # --- after the call -------------------------------------------------------------------------
     def _after_call(self, conv: _Conversation, request: ModelRequest, response: Any,

@@ -14,8 +14,9 @@ Every span carries the session's loop id (`watch.identity.loop_id_for`, the one 
 gives it: from the session id the file records, else from the file), the agent name (the session
 format's, `watch.identity.agent_name`, unless given), the agent's version when the file records it
 (Claude Code, Codex, Gemini CLI: `watch.identity`, as ``ctxwatch watch`` reads it) and the service
-name, and is timed at the ``timestamp`` of the record that marks it (`Session.time_of`; the export time
-when the format records none), so a backfill lands where it happened.
+name (for those agents the project, as ``ctxwatch watch`` labels it, unless one name is given), and is
+timed at the ``timestamp`` of the record that marks it (`Session.time_of`; the export time when the
+format records none), so a backfill lands where it happened.
 A mutation whose record says how many tokens the context held before it (Claude Code's ``preTokens``,
 `Mutation.pre_tokens`) carries them (``ctxwatch.tokens.before``). The provider's prompt-cache figures
 the session records (Claude Code's ``message.usage``, `Session.take_provider_cache`) ride on the
@@ -39,7 +40,7 @@ from ..model import Context, Message
 from ..report import Report
 from ..sessions import Mutation, Session, Snapshot
 from ..telemetry import MutationTelemetry, error_count
-from ..watch.identity import AGENTS, agent_name, identify_file
+from ..watch.identity import AGENTS, MAX_LABEL, ServiceLabels, agent_name, identify_file
 from .audit import MutationAudit, Observer, SessionAudit
 from .buffer import FollowedBuffer
 
@@ -145,28 +146,43 @@ class Backfill(Observer):
             self.telemetry.number_unsent(report)
             return
         handle = self.telemetry.start(loop_id=self.loop_id, kind=report.kind, pass_number=report.pass_number,
-                                      agent=self.agent, service=self.service, agent_version=self.agent_version,
+                                      agent=self.agent, service=self.service, agent_version=self._version_at(line),
                                       at_ns=self.session.time_of(line) if self.session is not None else None)
         handle.end(report)
         if self.spans % self.flush_every == 0:
             self.flush()
 
+    def _version_at(self, line: int | None) -> str | None:
+        """The agent's version at `line`: for a session identified with one, the latest the records up to
+        `line` carry (`Session.version_at`: what an agent upgraded mid-session did after is labelled with the
+        new version), else the one it was identified with."""
+        recorded = self.session.version_at(line) if self.session is not None and self.agent_version else None
+        return recorded[:MAX_LABEL] if recorded else self.agent_version
+
 
 def session_backfill(audit: SessionAudit, telemetry: MutationTelemetry, flush: Callable[[], object], *,
-                     agent: str | None, service: str, registry: LiteralRegistry) -> Backfill:
+                     agent: str | None, service: str | ServiceLabels, registry: LiteralRegistry) -> Backfill:
     """The observer that backfills the session `audit` is of, as ``replay --otlp`` does: its agent is `agent`,
     else the session format's as ``ctxwatch watch`` names it (`watch.identity.agent_name`); its version what
-    the file records, for the coding agents ``ctxwatch watch`` follows (`watch.identity`)."""
-    version = identify_file(Path(audit.path), audit.format).version if audit.format in AGENTS else None
+    the file records, for the coding agents ``ctxwatch watch`` follows (`watch.identity`). `service`: one
+    name, or the labels ``ctxwatch watch`` names a coding-agent session's service by (its project, unless
+    they are fixed), so that one loop has one service label whichever sent it; a session of another format
+    gets the fixed name, else `DEFAULT_SERVICE`."""
+    identity = identify_file(Path(audit.path), audit.format) if audit.format in AGENTS else None
+    if isinstance(service, ServiceLabels):
+        service = service.label(identity.project) if identity is not None else service.fixed or DEFAULT_SERVICE
     return Backfill(telemetry, flush, loop_id=audit.loop_id, agent=agent or agent_name(audit.format or "unknown"),
-                    service=service, registry=registry, agent_version=version)
+                    service=service, registry=registry,
+                    agent_version=identity.version if identity is not None else None)
 
 
 class Exporter:
     """The OTLP pipeline of one ``--otlp`` run, and whether its exports all went through."""
 
-    def __init__(self, url: str | None, service: str, schedule_delay_s: float | None = None) -> None:
-        """`url` None: the endpoint of the standard ``OTEL_EXPORTER_OTLP_*`` settings; `schedule_delay_s`:
+    def __init__(self, url: str | None, service: str | None, schedule_delay_s: float | None = None) -> None:
+        """`url` None: the endpoint of the standard ``OTEL_EXPORTER_OTLP_*`` settings; `service`: the one
+        service name of every session (None: each coding-agent session's project, as ``ctxwatch watch``
+        names it, `DEFAULT_SERVICE` for the rest; the resource's is `DEFAULT_SERVICE`); `schedule_delay_s`:
         how long spans may wait in the batch before they are sent (default: ``OTEL_BSP_SCHEDULE_DELAY``)."""
         from ..otlp import build  # needs ctxwatch[otlp]
 
@@ -174,12 +190,12 @@ class Exporter:
         logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
         self.url = url
         self.where = f"--otlp {url}" if url else "the OTEL_EXPORTER_OTLP_* endpoint"
-        self.service = service
+        self.services = ServiceLabels(service)
         self._errors = error_count()
         self.all_sent = True  # no export has failed (or been cut short at the end) so far
-        self.pipeline = build(endpoint=url, service_name=service, with_metrics=False, timeout_s=TIMEOUT_S,
-                              max_queue_size=4 * FLUSH_EVERY, max_export_batch_size=FLUSH_EVERY,
-                              schedule_delay_s=schedule_delay_s)
+        self.pipeline = build(endpoint=url, service_name=service or DEFAULT_SERVICE, with_metrics=False,
+                              timeout_s=TIMEOUT_S, max_queue_size=4 * FLUSH_EVERY,
+                              max_export_batch_size=FLUSH_EVERY, schedule_delay_s=schedule_delay_s)
         if self.pipeline.tracer_provider is None:
             raise BackfillError(f"{self.where}: tracing is switched off in this environment "
                                 "(OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none)")
@@ -189,7 +205,7 @@ class Exporter:
     def observer(self, audit: SessionAudit, *, agent: str | None, registry: LiteralRegistry) -> Backfill:
         """The observer that backfills one session (`session_backfill`)."""
         return session_backfill(audit, self.telemetry, lambda: self.pipeline.force_flush(TIMEOUT_S), agent=agent,
-                                service=self.service, registry=registry)
+                                service=self.services, registry=registry)
 
     def close(self) -> None:
         """Flush and stop; BackfillError when an export not reported yet failed, or they did not finish in time."""

@@ -38,7 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(a monitor or a collector; base URL, /v1/traces is appended)")
     parser.add_argument("--agent", help="agent name on the backfilled spans (default: claude-code, codex, gemini-cli "
                         "as ctxwatch watch names them; the session format for the others)")
-    parser.add_argument("--service", default=DEFAULT_SERVICE, help=f"service name (default {DEFAULT_SERVICE})")
+    parser.add_argument("--service", help="one service name for every session (default: a Claude Code, Codex or "
+                        "Gemini CLI session's project, as ctxwatch watch names it; "
+                        f"{DEFAULT_SERVICE} for the others)")
     parser.add_argument("--strict", action="store_true", help="a line that cannot be read makes the file "
                         "unreadable (exit 2) instead of a reported skip")
     parser.add_argument("--fail-on-literal-loss", action="store_true",

@@ -13,7 +13,9 @@ reader learned about the session as a whole (e.g. Claude Code's ``inherited_comp
 `recorded_ns` is the ``timestamp`` of the latest record read that carries one (Claude Code, Codex and
 Gemini CLI records do, in JSONL and in Gemini CLI's ``.json`` document), in unix nanoseconds (None
 before any); `time_of(line)` is the time recorded at or before `line`, for the last `MAX_TIMES`
-stamped JSONL records (an event's time is that of the record that marks it).
+stamped JSONL records (an event's time is that of the record that marks it). `version_at(line)` is,
+likewise, the agent version the records at or before `line` carry (Claude Code writes ``version`` on
+every record, so a session resumed after an upgrade names the new version from then on).
 
 `take_provider_cache()` hands over the prompt-cache figures of the model responses read since it was last
 called (a reader notes them with `note_provider_cache`: Claude Code's ``message.usage``), so a consumer
@@ -57,6 +59,7 @@ class Session:
         self.facts: dict[str, Any] = {}
         self.recorded_ns: int | None = None
         self._times: deque[tuple[int, int]] = deque(maxlen=MAX_TIMES)  # (line, ns) of stamped records
+        self._versions: deque[tuple[int, str]] = deque(maxlen=MAX_TIMES)  # (line, version) where it changes
         self._origins: OrderedDict[str, str] = OrderedDict()
         self._provider_cache: ProviderCache | None = None
         self._reader = reader
@@ -66,6 +69,7 @@ class Session:
         self.facts = {}
         self.recorded_ns = None
         self._times.clear()
+        self._versions.clear()
         self._origins.clear()
         self._provider_cache = None
         check_file(self.path)
@@ -106,9 +110,13 @@ class Session:
         return self.stamped(iter_jsonl(self.path, self.skip, self.max_line_bytes))
 
     def stamped(self, lines: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
-        """`lines`, noting each record's ``timestamp`` in `recorded_ns` as it goes by."""
+        """`lines`, noting each record's ``timestamp`` in `recorded_ns`, and its ``version`` when it
+        changes (`version_at`), as it goes by."""
         for line, value in lines:
             self.note_time(value, line)
+            version = value.get("version") if isinstance(value, dict) else None
+            if isinstance(version, str) and version and (not self._versions or self._versions[-1][1] != version):
+                self._versions.append((line, version))
             yield line, value
 
     def note_time(self, record: Any, line: int | None = None, key: str = "timestamp") -> None:
@@ -119,6 +127,15 @@ class Session:
             self.recorded_ns = at
             if line is not None:
                 self._times.append((line, at))
+
+    def version_at(self, line: int | None) -> str | None:
+        """The agent version the latest record at or before `line` carries under ``version`` (None: none
+        read, or `line` None)."""
+        if line is not None:
+            for at_line, version in reversed(self._versions):
+                if at_line <= line:
+                    return version
+        return None
 
     def time_of(self, line: int | None) -> int | None:
         """When the record at `line` (or the nearest stamped one before it) was written, if still known;
