@@ -359,7 +359,7 @@ def test_a_resume_point_that_no_longer_fits_the_file_is_one_line_and_the_session
     assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
     doc = json.loads(state.read_text())
     entry = doc["files"][str(target)]
-    entry["resume"]["summary"] = "0" * 32  # not the summary at that offset (as if the file were rewritten)
+    entry["resume"]["after"] = "0" * 32  # not what the record there holds (as if the file were rewritten)
     state.write_text(json.dumps(doc), encoding="utf-8")
     with target.open("a", encoding="utf-8") as f:
         f.write("".join(lines[r.cut:]))

@@ -45,12 +45,14 @@ EventReader = Callable[["Session"], Iterator[Event]]
 
 @dataclass(frozen=True)
 class ReadFrom:
-    """Where a session read from the middle of its file starts: the reader's first `step`, and the time
-    recorded at or before `line` (the last line before the first one read; None: none recorded)."""
+    """Where a session read from the middle of its file starts: the reader's first `step`, the time recorded
+    at or before `line` (the last line before the first one read; None: none recorded), and the `buffer` the
+    records before left (for a reader that does not rebuild it from the first record it reads)."""
 
     step: int
     line: int
     time_ns: int | None
+    buffer: tuple[Message, ...] = ()
 MAX_ORIGINS = 50_000
 MAX_TIMES = 1024
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

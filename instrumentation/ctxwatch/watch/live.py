@@ -9,7 +9,7 @@ contraction detector) and into a `SessionBackfill`, the replay's span emitter. T
 the end of the stream is not a request the agent sent, so it emits nothing.
 
 A resumed session (after a restart or an eviction) is read again from the start of its current epoch
-(`checkpoint`: a Claude Code compaction's summary record, the audit state restored), else from the start of
+(`checkpoint`: after its last Claude Code or Codex compaction, the audit state restored), else from the start of
 the file, with the spans an earlier run made (`skip`) counted but not emitted: the audit state is rebuilt
 exactly, and no span is repeated.
 Single-document recordings (Gemini CLI's ``.json``) are rewritten whole by the agent: each change

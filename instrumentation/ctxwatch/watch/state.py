@@ -3,7 +3,7 @@
 One small JSON document (``{"version": 1, "files": {path: {"inode", "offset", "line", "spans", "resume"}}}``),
 written whole to a temporary file beside it and renamed over it, so a crash leaves the old or the
 new state, never half of one. It holds paths, offsets and counts: no session content. ``resume`` (absent
-or null until a Claude Code session's first compaction) is the text-free audit state a session resumes
+or null until a Claude Code or Codex session's first compaction) is the text-free audit state a session resumes
 from (`watch.checkpoint.ResumePoint`, about 400 bytes), checked when it is used, not when the file is
 loaded: a watcher that cannot use it reads that session from its start, and the rest of the state stands
 (a state file without it, from an older watcher, loads as before). A state file
