@@ -107,9 +107,11 @@ class Follower:
         return self.active or (self.identity is None and not self.ignored)
 
     def checkpoint(self) -> FileState:
-        """The state to persist now (spans counted so far; the flush that follows exports them)."""
+        """The state to persist now (spans counted so far; the flush that follows exports them). The resume
+        point is taken before the progress the session's thread has made, so it is never past it."""
+        resume = self.state.resume
         self._progress()
-        return FileState(self.state.inode, self.state.offset, self.state.line, self.state.spans, self.state.resume)
+        return FileState(self.state.inode, self.state.offset, self.state.line, self.state.spans, resume)
 
     def stop(self) -> None:
         """End the session's thread (its stream ends, what it read is emitted) and wait for it."""
