@@ -21,9 +21,14 @@ beside a baseline measured in the same run:
   same tree: a process that only waits for watchfiles' events (its idle CPU beside the watcher's,
   and file created -> event);
 - catch-up: ``watch --once`` over the corpus sessions of the three agents (MB/s), beside
-  ``ctxwatch replay --otlp`` on the same files.
+  ``ctxwatch replay --otlp`` on the same files;
+- restart: a second ``watch --once`` of each compacted corpus session with the state the first left (it
+  resumes after the last compaction, `ctxwatch.watch.checkpoint`), beside the same with the state's resume
+  point removed (the session read again from its start): CPU of the watcher process, beside that of a
+  ``watch --once`` of an empty directory (the start-up floor), and the share of the file read again.
 
     .venv/bin/python bench/bench_watch.py [--files 200] [--active 5] [--window 10] [--windows 3]
+        [--only daemon|catch-up|restart]
 """
 
 from __future__ import annotations
@@ -303,6 +308,51 @@ def catch_up(args: argparse.Namespace, url: str, tmp: Path) -> None:
           f"(replay --otlp {mib / base.median:.2f} MB/s)")
 
 
+def restart(args: argparse.Namespace, url: str, tmp: Path) -> None:
+    files = [p for p in sorted(CORPUS.iterdir()) if p.suffix == ".jsonl" and detect_session_format(p) in (
+        "claude_code", "codex")]
+    empty = tmp / "restart-empty"
+    empty.mkdir()
+    floor = Timing("watch --once of an empty directory", [watch_once(empty, tmp / "empty.json", url)
+                                                           for _ in range(args.repeat)])
+    print(floor.row("s"))
+    for original in files:
+        session = tmp / "restart" / f"{uuid.uuid4()}.jsonl"
+        session.parent.mkdir(exist_ok=True)
+        session.write_bytes(original.read_bytes())
+        state = tmp / "restart" / "state.json"
+        watch_once(session, state, url)
+        saved = json.loads(state.read_text())
+        entry = saved["files"][str(session)]
+        if not entry.get("resume"):
+            continue  # no compaction: a restart reads it from its start, as before
+        share = 1 - entry["resume"]["offset"] / session.stat().st_size
+        without = tmp / "restart" / "start.json"
+        without.write_text(json.dumps({**saved, "files": {str(session): {**entry, "resume": None}}}))
+        samples: dict[Path, list[float]] = {state: [], without: []}
+        for _ in range(args.repeat):
+            for which, cpu in samples.items():
+                scratch = tmp / "restart" / "scratch.json"
+                scratch.write_text(which.read_text())
+                cpu.append(watch_once(session, scratch, url))
+        base, resumed = Timing("  read again from its start", samples[without]), Timing(
+            "  resumed after its last compaction", samples[state])
+        print(f"restart {original.name[:56]} ({session.stat().st_size / 1e6:.2f} MB, {share:.0%} read again):")
+        print(base.row("s", floor))
+        print(resumed.row("s", base))
+        print(f"  above the floor: {resumed.median - floor.median:.2f} s resumed vs "
+              f"{base.median - floor.median:.2f} s from its start")
+
+
+def watch_once(session: Path, state: Path, url: str) -> float:
+    """CPU seconds (user + system) of one ``watch --once`` of `session` (a file or a directory) with `state`."""
+    before = os.times()
+    subprocess.run([sys.executable, "-m", "ctxwatch.cli", "watch", "--once", str(session), "--otlp", url,
+                    "--state", str(state)], capture_output=True, check=False)
+    after = os.times()
+    return (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=200)
@@ -313,13 +363,16 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--idle", type=float, default=20.0, help="the watcher's --idle eviction")
     parser.add_argument("--latency-repeat", type=int, default=5)
-    parser.add_argument("--repeat", type=int, default=3, help="catch-up repeats")
+    parser.add_argument("--repeat", type=int, default=3, help="catch-up and restart repeats")
+    parser.add_argument("--only", choices=("daemon", "catch-up", "restart"), help="run one section")
     args = parser.parse_args()
+    sections = {"daemon": daemon, "catch-up": catch_up, "restart": restart}
     with tempfile.TemporaryDirectory() as tmp:
         monitor = MonitorProcess(":memory:", "--grpc-port", "off").start()
         try:
-            daemon(args, monitor.client.url, Path(tmp))
-            catch_up(args, monitor.client.url, Path(tmp))
+            for name, section in sections.items():
+                if args.only in (None, name):
+                    section(args, monitor.client.url, Path(tmp))
         finally:
             monitor.close()
 

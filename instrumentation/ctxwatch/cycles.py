@@ -96,6 +96,11 @@ class CycleMeter:
         self._last: BufferFingerprint | None = None
         self._last_digests: list[int] = []
 
+    def resume(self, post: Sequence[Message]) -> None:
+        """Take `post` as the buffer after the last applied rewrite (an audit resumed after it: its fingerprint
+        is that of `post`'s messages, as `measure` left it)."""
+        self._last, self._last_digests = self.fingerprinter.buffer(post), [m.digest for m in post]
+
     def measure(self, pre: Sequence[Message], post: Sequence[Message]) -> CycleFigures:
         """The figures of the rewrite P_t -> Q_t, recorded as applied."""
         return self.measure_change(Change.between(Context(tuple(pre)), tuple(post), "rewrite"))

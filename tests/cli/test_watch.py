@@ -25,6 +25,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePath
 
@@ -36,6 +37,7 @@ from replay_fixtures import claude_code_lines, ctxwatch, loop_detail, replay_jso
 
 from ctxwatch.demo.monitor_process import MonitorClient
 from ctxwatch.telemetry.sequence import recorded_instance
+from ctxwatch.watch.identity import HEAD_BYTES
 
 DEADLINE_S = 180.0
 ARRIVAL_BOUND_S = 30.0
@@ -47,6 +49,44 @@ def compacting_session(corpus: Path) -> Path:
     if not picked:
         pytest.skip("no corpus Claude Code session with a compaction and a microcompact_boundary")
     return picked[0]
+
+
+@dataclass(frozen=True)
+class Resumable:
+    """A real Claude Code session with two compactions or more, to be written as `target` in a temporary
+    HOME: its `lines`, the line of its first compaction's summary, and `cut`, a line inside the epoch that
+    compaction starts (before the second)."""
+
+    home: Path
+    project: Path
+    target: Path
+    state: Path
+    lines: list[str]
+    summary: int
+    cut: int
+
+
+def resumable(corpus: Path, tmp_path: Path, session: str) -> Resumable:
+    for path in of_kind("claude_code", corpus):
+        boundaries = [n for n, _ in claude_code_compactions(path)]
+        if len(boundaries) >= 2:
+            summary = next(n for n, r in jsonl(path) if n > boundaries[0] and r.get("isCompactSummary") is True)
+            home, project = claude_home(tmp_path)
+            return Resumable(home, project, project / f"{session}-2222-4333-8444-555555555555.jsonl",
+                             tmp_path / "state.json", lines_of(path), summary, (summary + boundaries[1]) // 2)
+    pytest.skip("no corpus Claude Code session with two compactions")
+
+
+def garble(path: Path, upto: int) -> None:
+    """Overwrite the lines of `path` between its head (the first `HEAD_BYTES`, which name the session's agent
+    version and project at any start) and byte `upto` in place with lines of the same lengths that hold no JSON:
+    what a watcher reads of them again is skipped, and the session's figures change."""
+    with path.open("r+b") as f:
+        data = f.read(upto)
+        start = data.find(b"\n", HEAD_BYTES) + 1
+        assert 0 < start < upto, "the session has nothing to garble between its head and its summary"
+        f.seek(start)
+        f.write(b"\n".join(b"#" * len(line) for line in data[start:].split(b"\n")))
 
 
 def claude_home(tmp_path: Path) -> tuple[Path, Path]:
@@ -223,6 +263,31 @@ def test_a_claude_code_session_written_live_reaches_the_monitor_as_replay_sees_i
     assert recorded_tokens and tokens == recorded_tokens
 
 
+def watch_first_part(monitor: MonitorClient, home: Path, state: Path, target: Path, lines: list[str],
+                     how: signal.Signals = signal.SIGTERM) -> None:
+    """Write `lines` to `target`, watch them until read and checkpointed, and stop the watcher with `how`."""
+    target.write_text("".join(lines), encoding="utf-8")
+    watch = Watch(home, monitor.url, state)
+    try:
+        wait_for(lambda: state_of(state, target).get("line") == len(lines) and accepted_spans(monitor) > 0,
+                 "the first part read and checkpointed")
+    finally:
+        code, stderr = watch.stop(how)
+    assert code in (0, 1) and "Traceback" not in stderr, stderr
+
+
+def watch_the_rest(monitor: MonitorClient, home: Path, state: Path, target: Path, lines: list[str], start: int) -> str:
+    """Write `lines` from `start` on to `target` slowly while a restarted watcher reads them to the end; its stderr."""
+    write_slowly(target, lines[start:])
+    watch = Watch(home, monitor.url, state)
+    try:
+        wait_for(lambda: state_of(state, target).get("line") == len(lines), "the rest read and checkpointed")
+    finally:
+        code, stderr = watch.stop()
+    assert code in (0, 1) and "Traceback" not in stderr, stderr
+    return stderr
+
+
 def test_a_restart_in_the_middle_of_a_file_neither_loses_nor_repeats_a_span(
         monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
     original = compacting_session(corpus)
@@ -232,43 +297,77 @@ def test_a_restart_in_the_middle_of_a_file_neither_loses_nor_repeats_a_span(
     target = project / "11111111-2222-4333-8444-555555555555.jsonl"
     state = tmp_path / "state.json"
 
-    target.write_text("".join(lines[:half]), encoding="utf-8")
-    watch = Watch(home, monitor.url, state)
-    try:
-        wait_for(lambda: state_of(state, target).get("line") == half and accepted_spans(monitor) > 0,
-                 "the first half read and checkpointed")
-    finally:
-        code, stderr = watch.stop(signal.SIGINT)  # Ctrl-C: the same clean stop as SIGTERM
-    assert code in (0, 1) and "Traceback" not in stderr, stderr
+    watch_first_part(monitor, home, state, target, lines[:half], signal.SIGINT)  # Ctrl-C: as SIGTERM
     first_spans = state_of(state, target)["spans"]
     assert accepted_spans(monitor) == first_spans
 
-    write_slowly(target, lines[half:])
-    watch = Watch(home, monitor.url, state)
-    try:
-        wait_for(lambda: state_of(state, target).get("line") == len(lines), "the rest read and checkpointed")
-    finally:
-        code, stderr = watch.stop()
-    assert code in (0, 1) and "Traceback" not in stderr, stderr
+    watch_the_rest(monitor, home, state, target, lines, half)
     restarted = state_of(state, target)["spans"]
     assert restarted > first_spans
+    assert_sent_as_once(monitor, tmp_path, project, lines, target, restarted)
 
-    # the same file read in one go, as another session: the same spans, the same figures
+
+def assert_sent_as_once(monitor: MonitorClient, tmp_path: Path, project: Path, lines: list[str], target: Path,
+                        spans: int) -> None:
+    """The session `target` was watched as, its `lines` written whole to another file and read in one go with
+    ``--once`` make the same spans and figures, and those match ``ctxwatch replay`` of that file; the monitor
+    accepted each span once; and the restarted watcher went on as the session's instance."""
     again = project / "99999999-2222-4333-8444-555555555555.jsonl"
     again.write_text("".join(lines), encoding="utf-8")
     once = subprocess.run([sys.executable, "-m", "ctxwatch.cli", "watch", "--once", str(again), "--otlp", monitor.url,
                            "--state", str(tmp_path / "once.json")], capture_output=True, text=True, timeout=300)
     assert once.returncode in (0, 1) and "Traceback" not in once.stderr, once.stderr
-    assert state_of(tmp_path / "once.json", again)["spans"] == restarted
-    assert accepted_spans(monitor) == 2 * restarted  # none lost, none sent twice
-    _, doc, _ = replay_json(target)
-    first = loop_detail(monitor.url, "claude-code-11111111-2222-4333-8444-555555555555")
-    second = loop_detail(monitor.url, "claude-code-99999999-2222-4333-8444-555555555555")
+    assert state_of(tmp_path / "once.json", again)["spans"] == spans
+    assert accepted_spans(monitor) == 2 * spans  # none lost, none sent twice
+    _, doc, _ = replay_json(again)
+    first = loop_detail(monitor.url, "claude-code-" + target.stem)
+    second = loop_detail(monitor.url, "claude-code-" + again.stem)
     assert_matches_replay(first, doc["sessions"][0])
     untimed = [[{k: v for k, v in c.items() if k != "time"} for c in loop["history"]] for loop in (first, second)]
     assert untimed[0] == untimed[1]  # times: to the monitor's resolution, which depends on first_seen
     # the restarted watcher went on as the same instance (a UUID v5 of the loop id), not as a restarted agent
     assert first["instance"] == recorded_instance(first["loop_id"]) and first["candidate_instance"] is None
+
+
+def test_a_restart_after_a_compaction_resumes_there_and_never_reads_what_came_before(
+        monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
+    r = resumable(corpus, tmp_path, "22222222")
+    home, project, target, state, lines, summary, cut = (r.home, r.project, r.target, r.state, r.lines, r.summary,
+                                                         r.cut)
+    watch_first_part(monitor, home, state, target, lines[:cut])
+    resume = state_of(state, target)["resume"]
+    assert (resume["line"], resume["offset"]) == (summary - 1, len("".join(lines[:summary - 1]).encode()))
+    # small and text-free: offsets, counts, the detector's figures and a digest of the summary
+    saved = state.read_text()
+    assert len(saved.encode()) < 1500
+    summary_text = json.loads(lines[summary - 1])["message"]["content"]
+    summary_text = summary_text if isinstance(summary_text, str) else json.dumps(summary_text)
+    assert all(word not in saved for word in re.findall(r"[A-Za-z]{12,}", summary_text))
+
+    garble(target, resume["offset"])  # the lines before the summary: a resume that reads them fails below
+    stderr = watch_the_rest(monitor, home, state, target, lines, cut)
+    assert "skipped" not in stderr and "cannot resume" not in stderr, stderr
+    assert_sent_as_once(monitor, tmp_path, project, lines, target, state_of(state, target)["spans"])
+
+
+def test_a_resume_point_that_no_longer_fits_the_file_is_one_line_and_the_session_is_read_from_its_start(
+        monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
+    r = resumable(corpus, tmp_path, "44444444")
+    target, state, lines = r.target, r.state, r.lines
+    target.write_text("".join(lines[:r.cut]), encoding="utf-8")
+    proc = ctxwatch("watch", "--once", target, "--otlp", monitor.url, "--state", state, timeout=300)
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
+    doc = json.loads(state.read_text())
+    entry = doc["files"][str(target)]
+    entry["resume"]["after"] = "0" * 32  # not what the record there holds (as if the file were rewritten)
+    state.write_text(json.dumps(doc), encoding="utf-8")
+    with target.open("a", encoding="utf-8") as f:
+        f.write("".join(lines[r.cut:]))
+    proc = ctxwatch("watch", "--once", target, "--otlp", monitor.url, "--state", state, timeout=300)
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
+    (note,) = [n for n in proc.stderr.splitlines() if "cannot resume" in n]
+    assert note.startswith(f"ctxwatch watch: {target}: ") and "reading it again from its start" in note
+    assert_sent_as_once(monitor, tmp_path, r.project, lines, target, state_of(state, target)["spans"])
 
 
 def test_truncated_rotated_and_deleted_files_are_one_line_notes_and_the_watcher_goes_on(
@@ -344,12 +443,8 @@ def threads_of(pid: int) -> int:
 
 def test_an_idle_session_is_evicted_and_resumed_without_repeating_a_span(
         monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
-    original = compacting_session(corpus)
-    home, project = claude_home(tmp_path)
-    lines = lines_of(original)
-    half = len(lines) // 2
-    target = project / "33333333-2222-4333-8444-555555555555.jsonl"
-    state = tmp_path / "state.json"
+    r = resumable(corpus, tmp_path, "33333333")
+    home, project, target, state, lines, half = r.home, r.project, r.target, r.state, r.lines, r.cut
     watch = Watch(home, monitor.url, state, "--idle", "60")
     try:
         wait_for(lambda: state.exists(), "the watcher running")
@@ -359,6 +454,7 @@ def test_an_idle_session_is_evicted_and_resumed_without_repeating_a_span(
         wait_for(lambda: state_of(state, target).get("line") == half, "the old half read")
         wait_for(lambda: threads_of(watch.proc.pid) == idle_threads, "the caught-up old session evicted")
         evicted_spans = state_of(state, target)["spans"]
+        garble(target, state_of(state, target)["resume"]["offset"])  # it resumes at the compaction, or fails below
         write_slowly(target, lines[half:])  # written now: resumed, and kept while it is fresh
         wait_for(lambda: state_of(state, target).get("line") == len(lines), "the rest read")
         assert threads_of(watch.proc.pid) == idle_threads + 1  # fresh: its session stays in memory
@@ -366,7 +462,6 @@ def test_an_idle_session_is_evicted_and_resumed_without_repeating_a_span(
     finally:
         code, stderr = watch.stop()
     assert code in (0, 1) and "Traceback" not in stderr, stderr
+    assert "skipped" not in stderr and "cannot resume" not in stderr, stderr
     assert state_of(state, target)["spans"] > evicted_spans
-    assert accepted_spans(monitor) == state_of(state, target)["spans"]  # none sent twice
-    _, doc, _ = replay_json(target)
-    assert_matches_replay(loop_detail(monitor.url, "claude-code-" + target.stem), doc["sessions"][0])
+    assert_sent_as_once(monitor, tmp_path, project, lines, target, state_of(state, target)["spans"])

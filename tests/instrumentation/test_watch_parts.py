@@ -77,8 +77,14 @@ def test_service_labels_are_bounded_or_fixed() -> None:
 
 def test_the_state_file_round_trips_and_a_bad_one_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "watch.json"
-    save_state(path, {"/a.jsonl": FileState(inode=7, offset=100, line=3, spans=5)})
-    assert load_state(path) == {"/a.jsonl": FileState(7, 100, 3, 5)}
+    resume = {"v": 1, "offset": 40, "line": 1, "spans": 2}  # kept as written: checked when a session resumes
+    save_state(path, {"/a.jsonl": FileState(inode=7, offset=100, line=3, spans=5), "/b.jsonl": FileState(
+        8, 100, 3, 5, resume)})
+    assert load_state(path) == {"/a.jsonl": FileState(7, 100, 3, 5), "/b.jsonl": FileState(8, 100, 3, 5, resume)}
+    doc = json.loads(path.read_text())
+    del doc["files"]["/b.jsonl"]["resume"]  # as an older watcher wrote it
+    path.write_text(json.dumps(doc))
+    assert load_state(path)["/b.jsonl"] == FileState(8, 100, 3, 5)
     assert load_state(tmp_path / "none.json") == {}
     path.write_text("{not json")
     with pytest.raises(StateError, match="state file .*watch.json: cannot be read"):

@@ -37,7 +37,7 @@ from ..diff import Change
 from ..errors import InvalidContextError
 from ..invariants.pairing import PairIndex, introduced_orphans, strict_for
 from ..literals import LiteralRegistry
-from ..model import Context
+from ..model import Context, Message
 from ..report import Finding
 from ..sessions import Mutation, Session, Skip, Snapshot, read_session
 from ..watch.identity import file_loop_id, loop_id_for
@@ -240,6 +240,20 @@ class Auditor:
         self._last: Snapshot | None = None
         self._listed: set[str] = set()  # unpaired ids already reported (by a mutation or a buffer)
         self._read_any = False  # a message or a mutation came out of the file
+
+    @property
+    def pairs_retired(self) -> int:
+        """Tool pairs answered in buffers the session has left behind (counted in `SessionAudit.tool_pairs`)."""
+        return self._pairs_retired
+
+    def resume(self, after: tuple[Message, ...], detector: ContractionDetector, pairs_retired: int) -> None:
+        """Go on from just after a recorded rewrite whose buffer after is `after`, with the detector and the
+        count of retired pairs it left (``ctxwatch watch`` resuming a session at an epoch, `watch.checkpoint`).
+        What the replay's report lists of the epochs before (their mutations, the unpaired ids named) is not
+        kept: a resumed audit feeds spans, not a report."""
+        self.detector, self._pairs_retired, self._read_any = detector, pairs_retired, True
+        self.buffer.sync(after)
+        self.meter.resume(after)
 
     def snapshot(self, snap: Snapshot) -> None:
         if not snap.final:

@@ -99,6 +99,13 @@ class Backfill(Observer):
         self.spans = 0
         telemetry.renumber(loop_id)  # the session is read from its start, skipped spans included
 
+    def resume(self, buffer: tuple[Message, ...], spans: int, cycles: int, state: str) -> None:
+        """Go on after the first `spans` spans of the session (`cycles` of them mutations, the detector then in
+        `state`), the last of them leaving `buffer`: ``ctxwatch watch`` resuming at an epoch (`watch.checkpoint`)."""
+        self.current.sync(buffer)
+        self.spans, self.cycles, self.state = spans, cycles, state
+        self.telemetry.renumber(self.loop_id, spans, cycles)
+
     def started(self, session: Session) -> None:
         self.session = session
 

@@ -204,7 +204,7 @@ def _microcompact(rec: dict, line: int, step: int, buf: _Buffer) -> Mutation:
 def events(session: Session) -> Iterator[Event]:
     buf = _Buffer()
     links: OrderedDict[str, str | None] = OrderedDict()  # record uuid -> nearest message-record uuid
-    step, last_line = 0, 0
+    step, last_line = session.read_from.step if session.read_from is not None else 0, 0
     pending: _Boundary | None = None
     inherited: dict[str, Any] | None = None  # a boundary before any message: copied from the parent
     chain: bool | None = None  # the isSidechain of the file's chain: its first record's that says
@@ -241,9 +241,8 @@ def events(session: Session) -> Iterator[Event]:
         if inherited is not None and "summary" not in inherited and rec.get("isCompactSummary") is True:
             inherited["summary"] = {"line": line, "chars": Message("user", message.parts).size}
         if pending is not None:
-            is_summary = rec.get("isCompactSummary") is True
-            yield pending.mutation(Message("user", message.parts, id=uuid) if is_summary else None,
-                                   line if is_summary else None)
+            summary = compact_summary(rec, message)
+            yield pending.mutation(summary, line if summary is not None else None)
             pending = None
         slot = buf.slot(links.get(parent) if isinstance(parent, str) else None)
         if slot is not None and buf.branches_at(*slot, message.role):
@@ -266,6 +265,17 @@ def events(session: Session) -> Iterator[Event]:
     if pending is not None:
         yield pending.mutation(None, None)
     yield Snapshot(step, buf.messages(), f"line {last_line}", last_line or None, final=True)
+
+
+def compact_summary(rec: dict, message: Message) -> Message | None:
+    """The summary a compaction's ``isCompactSummary`` record holds (`message` read from it), else None."""
+    return Message("user", message.parts, id=rec.get("uuid")) if rec.get("isCompactSummary") is True else None
+
+
+def summary_at(session: Session, rec: Any, line: int) -> Message | None:
+    """The compaction summary the record at `line` holds, else None (a resumed watcher reads it again)."""
+    message = _message(session, rec, line) if isinstance(rec, dict) else None
+    return compact_summary(rec, message) if message is not None else None
 
 
 def _message(session: Session, rec: dict, line: int) -> Message | None:

@@ -9,7 +9,9 @@ reasoning or a call following input items): the buffer then is what the model wa
 A ``compacted`` record replaces the history with its ``replacement_history`` (a `Mutation` of
 kind ``compact``, source ``codex.compacted``, ``after`` the replacement items, ``details``
 ``replacement_items``; its ``message``, when not empty, is the summary). Older rollouts without
-``replacement_history`` give ``after`` = the summary message alone. The ``event_msg`` of type
+``replacement_history`` give ``after`` = the summary message alone. A session read from the middle of its
+file (`Session.read_from`, ``ctxwatch watch`` resuming after a ``compacted`` record) starts with the
+buffer that record left. The ``event_msg`` of type
 ``context_compacted`` that follows adds nothing. ``session_meta`` (the base instructions, sent
 apart from the history), ``turn_context`` and other ``event_msg`` records are not part of the buffer.
 """
@@ -38,8 +40,9 @@ def is_model_output(item: dict) -> bool:
 
 
 def events(session: Session) -> Iterator[Event]:
-    buffer: list[Message] = []
-    step, last_line = 0, 0
+    start = session.read_from
+    buffer: list[Message] = list(start.buffer) if start is not None else []
+    step, last_line = start.step if start is not None else 0, 0
     in_output = False
     for line, rec in session.lines():
         last_line = line
@@ -58,18 +61,32 @@ def events(session: Session) -> Iterator[Event]:
             in_output = output
             buffer.append(message)
         elif kind == "compacted" and isinstance(payload, dict):
-            after = _replacement(session, payload, line)
+            after = _compacted(session, payload, line)
             if after is None:
                 continue
             summary = _summary(payload)
-            if "replacement_history" not in payload:
-                after = (summary,) if summary else ()
             yield Mutation("compact", step, tuple(buffer), after, "codex.compacted", f"line {line}",
                            line=line, summary=summary, summary_line=line if summary else None,
                            details={"replacement_items": len(payload.get("replacement_history") or ())})
             buffer = list(after)
             in_output = False
     yield Snapshot(step, tuple(buffer), f"line {last_line}", last_line or None, final=True)
+
+
+def compacted_at(session: Session, rec: Any, line: int) -> tuple[Message, ...] | None:
+    """The buffer a ``compacted`` record at `line` leaves, else None (a resumed watcher reads it again)."""
+    if isinstance(rec, dict) and rec.get("type") == "compacted" and isinstance(payload := rec.get("payload"), dict):
+        return _compacted(session, payload, line)
+    return None
+
+
+def _compacted(session: Session, payload: dict, line: int) -> tuple[Message, ...] | None:
+    """The replacement history (or, in older rollouts, the summary alone); None when it cannot be read."""
+    after = _replacement(session, payload, line)
+    if after is None or "replacement_history" in payload:
+        return after
+    summary = _summary(payload)
+    return (summary,) if summary else ()
 
 
 def _replacement(session: Session, payload: dict, line: int) -> tuple[Message, ...] | None:

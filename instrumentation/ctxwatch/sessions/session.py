@@ -17,6 +17,10 @@ stamped JSONL records (an event's time is that of the record that marks it). `ve
 likewise, the agent version the records at or before `line` carry (Claude Code writes ``version`` on
 every record, so a session resumed after an upgrade names the new version from then on).
 
+A session may be read from the middle of its file (``ctxwatch watch`` resuming at an epoch's first record,
+`watch.checkpoint`): `read_from` then says at which step its reader starts and the time recorded before
+that record, so events and times go on as if the file had been read from its start.
+
 `take_provider_cache()` hands over the prompt-cache figures of the model responses read since it was last
 called (a reader notes them with `note_provider_cache`: Claude Code's ``message.usage``), so a consumer
 counts each response once, on the next span it emits (docs/telemetry.md, "What rewrites cost").
@@ -27,6 +31,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,6 +43,18 @@ from .events import Event, Mutation, Skip, Snapshot
 from .files import MAX_DOCUMENT_BYTES, MAX_LINE_BYTES, SessionReadError, check_file, iter_jsonl, load_document
 
 EventReader = Callable[["Session"], Iterator[Event]]
+
+
+@dataclass(frozen=True)
+class ReadFrom:
+    """Where a session read from the middle of its file starts: the reader's first `step`, the time recorded
+    at or before `line` (the last line before the first one read; None: none recorded), and the `buffer` the
+    records before left (for a reader that does not rebuild it from the first record it reads)."""
+
+    step: int
+    line: int
+    time_ns: int | None
+    buffer: tuple[Message, ...] = ()
 MAX_ORIGINS = 50_000
 MAX_TIMES = 1024
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -63,6 +80,7 @@ class Session:
         self._origins: OrderedDict[str, str] = OrderedDict()
         self._provider_cache: ProviderCache | None = None
         self._reader = reader
+        self.read_from: ReadFrom | None = None  # None: its file is read from the start
 
     def __iter__(self) -> Iterator[Event]:
         self.skipped = []
@@ -72,6 +90,9 @@ class Session:
         self._versions.clear()
         self._origins.clear()
         self._provider_cache = None
+        if self.read_from is not None and self.read_from.time_ns is not None:
+            self.recorded_ns = self.read_from.time_ns
+            self._times.append((self.read_from.line, self.read_from.time_ns))
         check_file(self.path)
         return self._reader(self)
 

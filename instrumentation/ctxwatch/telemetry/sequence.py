@@ -75,11 +75,13 @@ class LoopSequences:
             stream.cycles += fed
             return Numbering(stream.sequence, stream.cycles, stream.instance)
 
-    def renumber(self, loop_id: str, instance: str) -> None:
-        """Number the loop from the start again as `instance` (a reader about to report its session from the top)."""
+    def renumber(self, loop_id: str, instance: str, sequence: int = 0, cycles: int = 0) -> None:
+        """Number the loop from the start again as `instance` (a reader about to report its session from the top),
+        or on after `sequence` spans and `cycles` detector cycles (a reader resuming its session there)."""
         with self._lock:
             self._loops.pop(loop_id, None)
-            self._start(loop_id, instance, 0)
+            stream = self._start(loop_id, instance, 0)
+            stream.sequence, stream.cycles = sequence, cycles
 
     def _start(self, loop_id: str, instance: str, episode: int) -> _Stream:
         stream = self._loops[loop_id] = _Stream(instance, episode)

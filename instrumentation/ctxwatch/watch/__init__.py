@@ -4,6 +4,7 @@ written and export the spans a guard would have emitted, timed as recorded in th
 One job per module: `discovery` (which files, where the agents keep them), `identity` (loop id,
 agent, version and the bounded project label of a session), `tail` (complete lines of a growing
 file), `live` (one session audited incrementally: the replay's readers and audit, fed line by
-line), `follower` (one file: start, wake, evict, resume, truncation and deletion), `state` (the
-offsets and span counts that survive a restart), `command` (the options and the daemon loop).
+line), `follower` (one file: start, wake, evict, resume, truncation and deletion), `checkpoint` (the
+text-free audit state a session resumes from at its current epoch), `state` (the offsets, span counts
+and resume points that survive a restart), `command` (the options and the daemon loop).
 """

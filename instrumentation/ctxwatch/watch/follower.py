@@ -4,7 +4,8 @@ Each poll compares the file with what was seen: grown or changed, its session is
 started: identified from its first complete records, then audited by a thread of its own through
 `live.LiveSession`); read to its end and not written for `idle_s` (by its modification time, so
 old sessions are freed as soon as they are caught up), its thread ends and its memory is freed (the
-file is still watched: it resumes from the start with the spans already made skipped, see `live`);
+file is still watched: it resumes at its current epoch, `checkpoint`, or else from the start, with the
+spans already made skipped, see `live`);
 shorter than what was read, or another file at the same path (rotated), it is read again from
 its start; gone, it is dropped. Each of these is one line on stderr, never a traceback. A file
 in another format than Claude Code, Codex or Gemini CLI is reported once and left alone.
@@ -22,9 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..literals import LiteralRegistry
-from ..replay.audit import feed
+from ..replay.audit import Auditor, feed
+from ..replay.backfill import Backfill
 from ..report import Finding
-from ..sessions import Session, SessionReadError, detect_session_format, read_session
+from ..sessions import Mutation, Session, SessionReadError, detect_session_format, read_session
+from .checkpoint import ResumeError, ResumePoint, capture, restore
 from .identity import AGENTS, HEAD_BYTES, ServiceLabels, SessionIdentity, head_records, identify
 from .live import Emitter, LiveSession, Note, SessionBackfill
 from .state import FileState
@@ -104,9 +107,11 @@ class Follower:
         return self.active or (self.identity is None and not self.ignored)
 
     def checkpoint(self) -> FileState:
-        """The state to persist now (spans counted so far; the flush that follows exports them)."""
+        """The state to persist now (spans counted so far; the flush that follows exports them). The resume
+        point is taken before the progress the session's thread has made, so it is never past it."""
+        resume = self.state.resume
         self._progress()
-        return FileState(self.state.inode, self.state.offset, self.state.line, self.state.spans)
+        return FileState(self.state.inode, self.state.offset, self.state.line, self.state.spans, resume)
 
     def stop(self) -> None:
         """End the session's thread (its stream ends, what it read is emitted) and wait for it."""
@@ -194,29 +199,61 @@ class Follower:
             self.note(f"{self.path}: cannot be followed ({type(exc).__name__}: {exc}); left alone")
             self.ignored = True
 
-    def _run(self, session: Session) -> None:
+    def _run(self, session: Session, point: ResumePoint | None = None) -> None:
+        """Audit `session` (a `LiveSession` whose tail starts at `point`, when given) and emit its spans."""
         assert self.identity is not None
         registry = LiteralRegistry()
+        auditor = self.emitter.audit(session, self.identity, registry)
         backfill = self._backfill = self.emitter.backfill(self.identity, self.service, self.state.spans, registry,
-                                                                  self.note)
+                                                          self.note, lambda m: self._measured(m, auditor, backfill))
+        if point is not None and isinstance(session, LiveSession):
+            try:
+                restore(point, self.path, session, auditor, backfill)
+            except (ResumeError, OSError) as exc:
+                self._cannot_resume(exc)
+                session.tail.seek(0, 0)
         try:
-            feed(session, self.emitter.audit(session, self.identity, registry), backfill, final=False)
+            feed(session, auditor, backfill, final=False)
         finally:
             self._progress()
             self._backfill = None
             self.findings.extend(backfill.findings)
 
     def _follow_lines(self) -> None:
-        """Audit the session from where it resumes (the one place a session resumes): today from its start,
-        with the `state.spans` already made counted and not sent, since the readers' and the audit's state
-        live only in memory. Once that state can be saved (text-free), `checkpoint` keeps it in the
-        `FileState` and this starts the `Tail` at `state.offset` / `state.line` with it restored instead."""
+        """Audit the session from where it resumes (the one place a session resumes): at the first record of
+        its current epoch when a resume point was kept (`checkpoint`), else from its start, with the
+        `state.spans` already made counted and not sent."""
         assert self.format is not None
-        self._tail = Tail(self.path)
+        point = self._resume_point()
+        self._tail = Tail(self.path, point.offset, point.line) if point is not None else Tail(self.path)
         try:
-            self._run(LiveSession(self._tail, self.format, self._wait, self.note, lambda: self._stopping))
+            self._run(LiveSession(self._tail, self.format, self._wait, self.note, lambda: self._stopping), point)
         finally:
             self._tail = None
+
+    def _resume_point(self) -> ResumePoint | None:
+        if self.state.resume is None:
+            return None
+        try:
+            point = ResumePoint.from_json(self.state.resume)
+            if point.offset > self.state.offset or point.spans > self.state.spans:
+                raise ResumeError("the resume point is past what was read")
+        except ResumeError as exc:
+            self._cannot_resume(exc)
+            return None
+        return point
+
+    def _cannot_resume(self, exc: Exception) -> None:
+        self.note(f"{self.path}: cannot resume at its last compaction ({exc}); reading it again from its start")
+        self.state.resume = None
+
+    def _measured(self, mutation: Mutation, auditor: Auditor, backfill: Backfill) -> None:
+        """Keep the resume point of the epoch `mutation` starts, if it starts one."""
+        tail, session = self._tail, backfill.session
+        if tail is not None and session is not None:
+            point = capture(mutation, tail, session, auditor, backfill)
+            if point is not None:
+                self.state.resume = point.to_json()
 
     def _follow_document(self) -> None:
         while True:

@@ -8,8 +8,10 @@ through the same `Auditor` (the guard's checks: orphaned pairs, lost literals, h
 contraction detector) and into a `SessionBackfill`, the replay's span emitter. The buffer left at
 the end of the stream is not a request the agent sent, so it emits nothing.
 
-A resumed session (after a restart or an eviction) is read again from the start with its first
-`skip` spans counted but not emitted: the audit state is rebuilt exactly, and no span is repeated.
+A resumed session (after a restart or an eviction) is read again from the start of its current epoch
+(`checkpoint`: after its last Claude Code or Codex compaction, the audit state restored), else from the start of
+the file, with the spans an earlier run made (`skip`) counted but not emitted: the audit state is rebuilt
+exactly, and no span is repeated.
 Single-document recordings (Gemini CLI's ``.json``) are rewritten whole by the agent: each change
 is read again the same way (`run_document`).
 """
@@ -88,9 +90,10 @@ class SessionBackfill(Backfill):
     """The replay's span emitter, noting (one line each) and keeping the enforced findings of the
     mutations it emitted."""
 
-    def __init__(self, *args: Any, note: Note, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, note: Note, measured: Callable[[Mutation], None] = lambda m: None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.note = note
+        self.note, self.measured = note, measured
         self.findings: list[Finding] = []
 
     def mutation(self, mutation: Mutation, audit: MutationAudit) -> None:
@@ -100,6 +103,7 @@ class SessionBackfill(Backfill):
                 if finding.enforced:
                     self.findings.append(finding)
                     self.note(f"{self.loop_id}: {finding.invariant}: {finding.message}")
+        self.measured(mutation)
 
 
 class Emitter:
@@ -111,10 +115,11 @@ class Emitter:
         self.config = config or DetectorConfig()
 
     def backfill(self, identity: SessionIdentity, service: str, skip: int, registry: LiteralRegistry,
-                 note: Note) -> SessionBackfill:
+                 note: Note, measured: Callable[[Mutation], None] = lambda m: None) -> SessionBackfill:
+        """The session's span emitter; `measured` is told of each mutation once its span is made."""
         return SessionBackfill(self.telemetry, self.flush, loop_id=identity.loop_id, agent=identity.agent,
                                service=service, registry=registry, agent_version=identity.version, skip=skip,
-                               note=note)
+                               note=note, measured=measured)
 
     def audit(self, session: Session, identity: SessionIdentity, registry: LiteralRegistry) -> Auditor:
         audit = SessionAudit(str(session.path), identity.loop_id, self.config, format=session.format)

@@ -1,8 +1,12 @@
 """The watcher's state file: per followed file, how far it was read and how many spans it made.
 
-One small JSON document (``{"version": 1, "files": {path: {"inode", "offset", "line", "spans"}}}``),
+One small JSON document (``{"version": 1, "files": {path: {"inode", "offset", "line", "spans", "resume"}}}``),
 written whole to a temporary file beside it and renamed over it, so a crash leaves the old or the
-new state, never half of one. It holds paths, offsets and counts: no session content. A state file
+new state, never half of one. It holds paths, offsets and counts: no session content. ``resume`` (absent
+or null until a Claude Code or Codex session's first compaction) is the text-free audit state a session resumes
+from (`watch.checkpoint.ResumePoint`, about 400 bytes), checked when it is used, not when the file is
+loaded: a watcher that cannot use it reads that session from its start, and the rest of the state stands
+(a state file without it, from an older watcher, loads as before). A state file
 that cannot be read is reported in one line and the watcher starts afresh (sessions are read
 again, and spans already sent are sent again, rather than lost). Default place:
 ``$XDG_STATE_HOME/ctxwatch/watch.json`` (``~/.local/state/ctxwatch/watch.json``).
@@ -15,6 +19,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 STATE_VERSION = 1
 
@@ -27,6 +32,7 @@ class FileState:
     offset: int = 0
     line: int = 0
     spans: int = 0
+    resume: Any = None  # `ResumePoint.to_json()` of the epoch the session is in (checked when used), if any
 
 
 def default_state_path(environ: Mapping[str, str] = os.environ) -> Path:
@@ -51,8 +57,9 @@ def load_state(path: Path) -> dict[str, FileState]:
     out = {}
     for name, entry in doc["files"].items():
         try:
-            out[name] = FileState(**{k: int(entry[k]) for k in ("inode", "offset", "line", "spans")})
-        except (KeyError, TypeError, ValueError):
+            out[name] = FileState(**{k: int(entry[k]) for k in ("inode", "offset", "line", "spans")},
+                                  resume=entry.get("resume"))
+        except (AttributeError, KeyError, TypeError, ValueError):
             raise StateError(f"state file {path}: bad entry for {name}") from None
     return out
 
