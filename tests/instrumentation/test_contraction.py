@@ -194,7 +194,8 @@ def test_malformed_persisted_state_is_refused_naming_the_field(state, field):
 
 @pytest.mark.parametrize("kwargs", [{"enter_cycles": 0}, {"window": 1.5}, {"converge_max": math.nan},
                                     {"rise_max": -0.1}, {"exit_margin": 2.0}, {"min_lost": True},
-                                    {"fall_ratio": 1.5}, {"contract_ratio": -0.2}, {"shrink_min": 1.5}])
+                                    {"fall_ratio": 1.5}, {"contract_ratio": -0.2}, {"shrink_min": 1.5},
+                                    {"carried_min": 1.2}, {"step_ratio": -0.1}])
 def test_bad_configuration_is_refused(kwargs):
     with pytest.raises(ValueError, match="DetectorConfig"):
         DetectorConfig(**kwargs)
@@ -264,3 +265,27 @@ def test_an_entry_run_lasts_a_window():
     det = ContractionDetector()
     v = _feed(det, PEAK, EVIDENCE, *[(0.58, 20, 12, 1000)] * 4, EVIDENCE)
     assert v[1].evidence and v[-1].evidence and det.state == "healthy" and v[-1].streak == 1
+
+
+# a slow absorber's cycles as measured (absorbing ratio 0.8, onset at the third): the literals it keeps go
+# 39 -> 43 -> 33 -> 24, never half their recent median, while 82-90% of each rewrite's input literals are
+# the ones the previous rewrite kept and the buffer shrinks 3917 -> 3296 -> 2571
+SLOW_ABSORBER = [(0.515, 39, 0, 3609), (0.336, 44, 1, 3917), (0.416, 48, 15, 3296), (0.422, 40, 16, 2571)]
+
+
+def test_a_rewrite_shrinking_mostly_its_own_previous_output_is_a_contracting_step():
+    """Issue 14, out of sample: the step is the trend that catches a slow absorber at onset + 1."""
+    verdicts = _feed(ContractionDetector(), *SLOW_ABSORBER)
+    assert [v.contracted for v in verdicts] == [False, False, True, True] and verdicts[-1].evidence
+    without = _feed(ContractionDetector(DetectorConfig(step_ratio=0.0)), *SLOW_ABSORBER)
+    assert not any(v.contracted or v.evidence for v in without)  # the kept literals never halve
+
+
+def test_a_step_over_mostly_new_work_or_without_shrinking_the_buffer_is_no_contracting_step():
+    """A tool loop compacts a buffer mostly new since its last compaction (33 of 100 literals carried);
+    a sliding window re-processes its own output but keeps its size: neither is a step."""
+    mostly_new = _feed(ContractionDetector(), *SLOW_ABSORBER[:3], (0.422, 100, 76, 2571))
+    same_size = _feed(ContractionDetector(), *SLOW_ABSORBER[:3], (0.422, 40, 16, 3296))
+    unknown_size = _feed(ContractionDetector(), *SLOW_ABSORBER[:3], (0.422, 40, 16))
+    for verdicts in (mostly_new, same_size, unknown_size):
+        assert not verdicts[-1].contracted and not verdicts[-1].evidence
