@@ -10,14 +10,16 @@ are no cycle; r_t counts downstream literals), so the tables describe what a use
    summarization, full-replacement compaction of a growing history (the shape of Claude Code and
    Codex), summary-of-summary chains keeping their literals, and a naive sliding summarizer
    folding the oldest 60% without its literals every few cycles, and docs/guard.md's own loops run long
-   in one conversation with 1-3 tool calls a step (ctxwatch.simulate.docsloop); plus, for information,
+   in one conversation with 1-3 tool calls a step (ctxwatch.simulate.docsloop), also with tools whose
+   results do not echo their input (1-4 calls a step; review F2); plus, for information,
    sentinel-drift and re-ranking loops.
 3. Every real session in the corpus, audited as `ctxwatch replay` does (every recorded mutation is
    one rewrite cycle): per cycle d, r, the three conditions and the margin to the evidence
    condition; the verdict with its reason; and the verdict when the session is extended by
    repeating its last cycle five more times.
-4. Sweeps of `converge_max`, `fall_ratio`, `contract_ratio`, `carried_min`, `step_ratio` and `shrink_min`,
-   one at a time: onsets caught, false alarms, and the real sessions' evidence cycles and smallest margin.
+4. Sweeps of `converge_max`, `fall_ratio`, `contract_ratio`, `carried_min`, `step_ratio`, `contract_noise`
+   and `shrink_min`, one at a time: onsets caught, false alarms, and the real sessions' evidence cycles
+   and smallest margin.
 5. The targets of issue 14, each with PASS or FAIL.
 
 Each loop is measured once (`ctxwatch.cycles.CycleMeter.cycle`, the guard's measurement); every
@@ -300,7 +302,8 @@ def corpus_table(corpus: Path, targets: Targets) -> list[Figures]:
 
 SWEEP = {"converge_max": (0.55, 0.6, 0.62, 0.65, 0.7), "fall_ratio": (0.6, 0.7, 0.8, 0.9, 1.0),
          "contract_ratio": (0.3, 0.4, 0.5, 0.6, 0.7), "carried_min": (0.5, 0.6, 0.65, 0.7, 0.8, 0.9),
-         "step_ratio": (0.0, 0.8, 0.85, 0.9, 0.95, 1.0), "shrink_min": (0.2, 0.3, 0.4, 0.5, 1.0)}
+         "step_ratio": (0.0, 0.8, 0.85, 0.9, 0.95, 1.0), "contract_noise": (0.0, 1.5, 2.0, 2.25, 2.5, 3.0),
+         "shrink_min": (0.2, 0.3, 0.4, 0.5, 1.0)}
 
 
 def sweep_table(contracting: dict[str, list[Measured]], healthy: dict[str, list[Measured]],
@@ -343,7 +346,7 @@ def main() -> None:
     print(f"# contraction alarm calibration — DetectorConfig defaults: enter_cycles={cfg.enter_cycles}, "
           f"exit_cycles={cfg.exit_cycles}, window={cfg.window}, converge_max={cfg.converge_max}, "
           f"rise_max={cfg.rise_max}, fall_ratio={cfg.fall_ratio}, contract_ratio={cfg.contract_ratio}, "
-          f"carried_min={cfg.carried_min}, step_ratio={cfg.step_ratio}, "
+          f"carried_min={cfg.carried_min}, step_ratio={cfg.step_ratio}, contract_noise={cfg.contract_noise}, "
           f"shrink_min={cfg.shrink_min}, "
           f"min_literals={cfg.min_literals}, min_lost={cfg.min_lost}, "
           f"exit_margin={cfg.exit_margin}")
