@@ -19,6 +19,7 @@ from ctxwatch.simulate.meter import judge
 from ctxwatch.validity import provider_problems
 
 COMPACTIONS = {"openai_chat": 680, "anthropic": 500}  # 1,000 tasks and more (a task: 1-5 model steps)
+QUIET_COMPACTIONS = {"openai_chat": 650, "anthropic": 500}  # 1,000 tasks and more with 1-4 calls a step
 
 
 @pytest.mark.parametrize("fmt, note, seed", [("openai_chat", "count", 1), ("openai_chat", "results", 2),
@@ -38,12 +39,12 @@ def test_docs_loop_runs_a_thousand_tasks_in_one_conversation_through_the_default
                                                 ("anthropic", "status", 6)])
 def test_a_loop_whose_tools_do_not_echo_their_input_runs_a_thousand_tasks_through_the_default_guard(fmt, results,
                                                                                                    seed):
-    loop = docs_loop(seed, fmt, results=results, compactions=500, halting=True)  # a halt would raise
-    assert len(loop.cycles) == 500 and loop.params["tasks"] >= 1000
+    loop = docs_loop(seed, fmt, results=results, compactions=QUIET_COMPACTIONS[fmt], halting=True)  # a halt raises
+    assert len(loop.cycles) == QUIET_COMPACTIONS[fmt] and loop.params["tasks"] >= 1000
     sizes = [sum(m.size for m in c.post) for c in loop.cycles]
     kept = [v.literals_before - v.literals_lost for v in (j.verdict for j in judge((c.pre, c.post)
                                                                                    for c in loop.cycles[:100]))]
-    assert min(kept) <= 5 and max(kept) >= 12  # a handful of fresh literals kept each cycle, moving by chance
+    assert min(kept) <= 5 and max(kept) >= 3 * min(kept)  # a handful of fresh literals kept a cycle, moving by chance
     assert min(b / a for a, b in zip(sizes, sizes[1:], strict=False)) < 0.7
     outputs = {part.text() for c in loop.cycles[:20] for m in c.pre for part in m.parts if type(part) is ToolResult}
     assert outputs and not any("SKU-" in text for text in outputs)  # no tool result names its input
