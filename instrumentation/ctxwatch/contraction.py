@@ -33,7 +33,7 @@ nothing. Why this trend (review D1): in a real tool loop |Q_t| moves by ±25% fr
 (1-3 tool calls a step, results of any length), so neither the size (against the recent largest)
 nor the net distance (which dips whenever the buffer shrinks) is a trend; what the buffer keeps of
 the literals that matter is not moved by tool output (it holds no downstream literal), and halving
-it is what a collapse onto a fixed point does. Why the step (issue 14, out of sample): an absorbing
+it is what a collapse onto a fixed point does. Why the step (out of sample): an absorbing
 rewrite with a mild ratio keeps 60-80% a cycle and never halves K within two cycles, but it re-processes
 its own output (K_{t-1} is 70-90% of its input's literals) and shrinks it, a contraction mapping; a
 tool loop compacts a buffer mostly new since its last compaction (at most 60% carried), and a sliding
