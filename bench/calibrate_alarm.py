@@ -10,14 +10,16 @@ are no cycle; r_t counts downstream literals), so the tables describe what a use
    summarization, full-replacement compaction of a growing history (the shape of Claude Code and
    Codex), summary-of-summary chains keeping their literals, and a naive sliding summarizer
    folding the oldest 60% without its literals every few cycles, and docs/guard.md's own loops run long
-   in one conversation with 1-3 tool calls a step (ctxwatch.simulate.docsloop); plus, for information,
+   in one conversation with 1-3 tool calls a step (ctxwatch.simulate.docsloop), also with tools whose
+   results do not echo their input (1-4 calls a step; review F2); plus, for information,
    sentinel-drift and re-ranking loops.
 3. Every real session in the corpus, audited as `ctxwatch replay` does (every recorded mutation is
    one rewrite cycle): per cycle d, r, the three conditions and the margin to the evidence
    condition; the verdict with its reason; and the verdict when the session is extended by
    repeating its last cycle five more times.
-4. Sweeps of `converge_max`, `fall_ratio`, `contract_ratio` and `shrink_min`, one at a time:
-   onsets caught, false alarms, and the real sessions' evidence cycles and smallest margin.
+4. Sweeps of `converge_max`, `fall_ratio`, `contract_ratio`, `carried_min`, `step_ratio`, `contract_noise`
+   and `shrink_min`, one at a time: onsets caught, false alarms, and the real sessions' evidence cycles
+   and smallest margin.
 5. The targets of issue 14, each with PASS or FAIL.
 
 Each loop is measured once (`ctxwatch.cycles.CycleMeter.cycle`, the guard's measurement); every
@@ -138,28 +140,39 @@ def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> Non
                 targets.check(f"{family}: no alarm before the onset ({early})", early == 0)
 
 
-WITHOUT_NET = DetectorConfig(shrink_min=1.0)  # d judged as measured: the definition before `net_distance`
+# the definition without one of its parts: d judged as measured (before `net_distance`), and no contracting step
+COMPARED = {"default": DetectorConfig(), "shrink_min=1": DetectorConfig(shrink_min=1.0),
+            "step_ratio=0": DetectorConfig(step_ratio=0.0)}
 
 
 def late_loops_table(contracting: dict[str, list[Measured]]) -> None:
-    """Every contracting loop caught later than 2 cycles after its onset, by the defaults or with d
-    judged as measured (shrink_min=1): its cycles' figures and which were evidence under each."""
+    """Every contracting loop caught later than 2 cycles after its onset, by the defaults, with d judged
+    as measured (shrink_min=1) or without the contracting step (step_ratio=0): its cycles' figures (K the
+    downstream literals kept, c the share of the cycle's input literals the previous cycle kept) and which
+    cycles were evidence under each."""
+    names = " / ".join(COMPARED)
     print("\n## 1b. Late loops, onset - 1 to onset + 3 (late: entered more than 2 cycles after the onset, or never)")
-    print("| family | seed | onset | delay (default / shrink_min=1) | t | d | net d | r | lost/before | \\|Q_t\\| "
-          "| evidence (default / shrink_min=1) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| family | seed | onset | delay ({names}) | t | d | net d | r | lost/before | K | c | \\|Q_t\\| "
+          f"| evidence ({names}) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for family, loops in contracting.items():
         for lp in loops:
-            delays = (lp.delay(CONFIGS["default"]), lp.delay(WITHOUT_NET))
+            delays = [lp.delay(config) for config in COMPARED.values()]
             if all(d is not None and d <= 2 for d in delays):
                 continue
-            shown = "/".join("never" if d is None else str(d) for d in delays)
-            for (t, v), (_, raw) in zip(lp.verdicts(CONFIGS["default"]), lp.verdicts(WITHOUT_NET), strict=True):
+            shown = " / ".join("never" if d is None else str(d) for d in delays)
+            carried = None  # K of the previous cycle
+            for row in zip(*(lp.verdicts(config) for config in COMPARED.values()), strict=True):
+                t, v = row[0]
+                kept = v.literals_before - v.literals_lost
+                share = "—" if carried is None or not v.literals_before else f"{carried / v.literals_before:.2f}"
+                carried = kept
                 if not lp.loop.onset - 1 <= t <= lp.loop.onset + 3:
                     continue
+                evidence = " / ".join(_yes(x.evidence) for _, x in row)
                 print(f"| {family} | {lp.loop.seed} | {lp.loop.onset} | {shown} | {t} | {v.d:.3f} | {v.d_net:.3f} | "
-                      f"{v.r:.3f} | {v.literals_lost}/{v.literals_before} | {v.size_after} | "
-                      f"{_yes(v.evidence)} / {_yes(raw.evidence)} |")
+                      f"{v.r:.3f} | {v.literals_lost}/{v.literals_before} | {kept} | {share} | {v.size_after} | "
+                      f"{evidence} |")
 
 
 def false_alarm_table(healthy: dict[str, list[Measured]], targets: Targets) -> None:
@@ -288,7 +301,9 @@ def corpus_table(corpus: Path, targets: Targets) -> list[Figures]:
 
 
 SWEEP = {"converge_max": (0.55, 0.6, 0.62, 0.65, 0.7), "fall_ratio": (0.6, 0.7, 0.8, 0.9, 1.0),
-         "contract_ratio": (0.3, 0.4, 0.5, 0.6, 0.7), "shrink_min": (0.2, 0.3, 0.4, 0.5, 1.0)}
+         "contract_ratio": (0.3, 0.4, 0.5, 0.6, 0.7), "carried_min": (0.5, 0.6, 0.65, 0.7, 0.8, 0.9),
+         "step_ratio": (0.0, 0.8, 0.85, 0.9, 0.95, 1.0), "contract_noise": (0.0, 1.5, 2.0, 2.25, 2.5, 3.0),
+         "shrink_min": (0.2, 0.3, 0.4, 0.5, 1.0)}
 
 
 def sweep_table(contracting: dict[str, list[Measured]], healthy: dict[str, list[Measured]],
@@ -331,6 +346,7 @@ def main() -> None:
     print(f"# contraction alarm calibration — DetectorConfig defaults: enter_cycles={cfg.enter_cycles}, "
           f"exit_cycles={cfg.exit_cycles}, window={cfg.window}, converge_max={cfg.converge_max}, "
           f"rise_max={cfg.rise_max}, fall_ratio={cfg.fall_ratio}, contract_ratio={cfg.contract_ratio}, "
+          f"carried_min={cfg.carried_min}, step_ratio={cfg.step_ratio}, contract_noise={cfg.contract_noise}, "
           f"shrink_min={cfg.shrink_min}, "
           f"min_literals={cfg.min_literals}, min_lost={cfg.min_lost}, "
           f"exit_margin={cfg.exit_margin}")

@@ -13,9 +13,13 @@ conditions hold:
 - the loop is converging: consecutive buffers are alike, ``d'_t ≤ converge_max``; d is not jumping,
   ``d'_t ≤ max(d_{t-w} … d_{t-1}) + rise_max`` (w = `window`, d as measured; never on a first cycle); and there
   is a real trend towards the fixed point: the buffer's content contracting — the downstream
-  literals it keeps, ``K_t = |literals(P_t)| − L_t``, at most ``contract_ratio × median(K_{t-w} … K_{t-1})``
-  — or d falling, ``d_t ≤ fall_ratio × mean(d_{t-w} … d_{t-1})``, d as measured (the first cycle's d,
-  P_1 against Q_1, left out), judged on d's net scale
+  literals it keeps, ``K_t = |literals(P_t)| − L_t``, at most ``contract_ratio × median(K_{t-w} … K_{t-1})``,
+  or a *contracting step*: the rewrite's input is mostly its own previous output,
+  ``K_{t-1} ≥ carried_min × |literals(P_t)|``, and both what it keeps and the buffer shrink in the step,
+  ``K_t ≤ step_ratio × K_{t-1}`` and ``|Q_t| ≤ step_ratio × |Q_{t-1}|`` — either fall of K counting only
+  beyond a count's chance spread, ``m − K_t ≥ contract_noise × √m`` (m the median, or K_{t-1}) — or d
+  falling, ``d_t ≤ fall_ratio × mean(d_{t-w} … d_{t-1})``, d as measured on both sides (the first cycle's
+  d, P_1 against Q_1, left out)
 - cumulative loss is growing:  ``L_t ≥ min_lost`` and ``|literals(P_t)| ≥ min_literals``
 - distance below loss rate:    ``d'_t < r_t``
 
@@ -29,7 +33,16 @@ nothing. Why this trend (review D1): in a real tool loop |Q_t| moves by ±25% fr
 (1-3 tool calls a step, results of any length), so neither the size (against the recent largest)
 nor the net distance (which dips whenever the buffer shrinks) is a trend; what the buffer keeps of
 the literals that matter is not moved by tool output (it holds no downstream literal), and halving
-it is what a collapse onto a fixed point does. Why the rest: a compaction that
+it is what a collapse onto a fixed point does. Why the step (out of sample): an absorbing
+rewrite with a mild ratio keeps 60-80% a cycle and never halves K within two cycles, but it re-processes
+its own output (K_{t-1} is 70-90% of its input's literals) and shrinks it, a contraction mapping; a
+tool loop compacts a buffer mostly new since its last compaction (at most 60% carried), and a sliding
+window, which does re-process its own output, keeps its size. Why the chance spread (review F2): tools
+whose results do not echo their input ("ok", "[]") leave the tool inputs' SKUs as a loop's only
+downstream literals, a fresh handful each cycle (4-21 kept) that halves, or falls from one high cycle,
+by chance while d stays near 0.5 (boilerplate results) below r; a collapse onto a fixed point falls
+by far more than √K. Why d as measured for its fall: where the buffer shrinks, the net distance is
+flat at 0 for every d low enough, so d' ≤ net(bound) held whatever d did. Why the rest: a compaction that
 replaces a history by a fresh summary (Claude Code's) has
 d 0.83-0.97: consecutive buffers are not alike, whatever it loses, and repeating it changes
 nothing about that (the old "within 25% of the recent peak" test let such a flat series count);
@@ -76,6 +89,14 @@ class DetectorConfig:
     fall_ratio: d'_t at most this share of the window's mean d' is a real downward trend of d.
     contract_ratio: a cycle keeping at most this share of the downstream literals the window's cycles
         kept (their median) is the buffer's content itself contracting.
+    carried_min: a cycle re-processes its own previous output when the downstream literals the previous
+        cycle kept are at least this share of its input's (``K_{t-1} ≥ carried_min × |literals(P_t)|``).
+    step_ratio: such a cycle keeping at most this share of K_{t-1}, its buffer at most this share of
+        |Q_{t-1}|, is a contracting step (0 turns the step off).
+    contract_noise: either contraction of the kept literals counts only when they fell by at least this
+        many times the square root of what they are compared with (the median, or K_{t-1} for a step):
+        a count's chance spread (review F2: tools whose results do not echo their input keep a handful
+        of fresh literals a cycle, and that handful halves by chance). 0: any fall counts.
     shrink_min: a buffer that shrinks to at least this share of the previous post-rewrite size in one
         cycle has the part of d such a pure contraction explains taken out (`net_distance`); one
         that shrinks more is a replacement, not a step towards a fixed point, and keeps its d.
@@ -91,6 +112,9 @@ class DetectorConfig:
     rise_max: float = 0.1
     fall_ratio: float = 0.7
     contract_ratio: float = 0.5
+    carried_min: float = 0.7
+    contract_noise: float = 2.5
+    step_ratio: float = 0.85
     shrink_min: float = 0.4
     min_literals: int = 1
     min_lost: int = 1
@@ -103,6 +127,7 @@ class DetectorConfig:
                 raise ValueError(f"DetectorConfig.{name} must be an integer >= 1, got {value!r}")
         for name, low, high in (("converge_max", 0.0, 1.0), ("rise_max", 0.0, 1.0),
                                 ("fall_ratio", 0.0, 1.0), ("contract_ratio", 0.0, 1.0),
+                                ("carried_min", 0.0, 1.0), ("step_ratio", 0.0, 1.0), ("contract_noise", 0.0, 10.0),
                                 ("shrink_min", 0.0, 1.0), ("exit_margin", 0.0, 1.0)):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or not low <= value <= high:
@@ -129,7 +154,7 @@ class CycleVerdict:
     threshold: float = 0.0
     first: bool = False
     size_after: int | None = None
-    contracted: bool = False  # the literals the buffer keeps contracting (kept <= contract_ratio x recent median)
+    contracted: bool = False  # the buffer's content contracting: its kept literals halving, or a contracting step
     d_net: float = 0.0  # d with a pure contraction's share taken out (`net_distance`): what the conditions judge
 
     @property
@@ -224,16 +249,19 @@ class ContractionDetector:
         net = net_distance(d, size_after, previous_size, cfg.shrink_min)
         jump_bound = max(s.recent) + cfg.rise_max if s.recent else math.inf
         kept = literals_before - literals_lost
-        contracted = bool(s.kept) and kept <= cfg.contract_ratio * statistics.median(s.kept)
+        contracted = _content_contracting(cfg, s, kept, literals_before, size_after)
         # a trend: the literals the buffer keeps contracting, or d well below its recent mean (a flat d is no
         # trend), d as measured: a shrinking buffer's net distance dips with its size, whatever it holds. The
         # first cycle's d compares P_1 with Q_1, not two post-rewrite buffers, so it is no point of the trend.
         trend = s.recent[1:] if s.cycle == len(s.recent) else s.recent
+        fall_bound = cfg.fall_ratio * sum(trend) / len(trend) if trend else -math.inf  # on d as measured
         trend_bound = (math.inf if contracted or not s.recent
-                       else net_distance(cfg.fall_ratio * sum(trend) / len(trend), size_after, previous_size,
-                                         cfg.shrink_min)  # the bound on d, on d's net scale
+                       else net_distance(fall_bound, size_after, previous_size, cfg.shrink_min)  # on d's net scale
                        if trend else -math.inf)  # -inf: a second cycle has no trend of d to show yet
-        shrinking = bool(s.recent) and net <= min(cfg.converge_max, jump_bound, trend_bound)
+        # d falling is judged on d as measured: the net distance is flat at 0 wherever the buffer shrinks enough
+        # for cos(pi d / 2) / sqrt(s) to reach 1, and there the bound's net value is 0 too, whatever d does
+        shrinking = (bool(s.recent) and net <= min(cfg.converge_max, jump_bound)
+                     and (contracted or d <= fall_bound))
         losing = literals_lost >= cfg.min_lost and literals_before >= cfg.min_literals
         below = net < r
         evidence = shrinking and losing and below
@@ -328,6 +356,30 @@ def net_distance(d: float, size_after: int | None, size_before: int | None, shri
         return d
     drawn = math.cos(math.pi * d / 2) / math.sqrt(size_after / size_before)
     return 2 * math.acos(min(1.0, drawn)) / math.pi
+
+
+def _content_contracting(cfg: DetectorConfig, s: _State, kept: int, literals_before: int,
+                         size_after: int | None) -> bool:
+    """Condition 1's content trend: the downstream literals the buffer keeps at most `contract_ratio` of
+    their recent median, or a contracting step — the rewrite re-processed mostly its own previous output
+    (K_{t-1} at least `carried_min` of the downstream literals it was given) and shrank both what it keeps
+    and the buffer to at most `step_ratio` of the previous cycle's."""
+    if not s.kept:
+        return False
+    median = statistics.median(s.kept)
+    if kept <= cfg.contract_ratio * median and _beyond_noise(cfg, median, kept):
+        return True
+    carried, previous_size = s.kept[-1], s.sizes[-1] if s.sizes else None
+    return (literals_before > 0 and carried >= cfg.carried_min * literals_before
+            and kept <= cfg.step_ratio * carried and _beyond_noise(cfg, carried, kept)
+            and size_after is not None and previous_size is not None and size_after <= cfg.step_ratio * previous_size)
+
+
+def _beyond_noise(cfg: DetectorConfig, reference: float, kept: int) -> bool:
+    """Whether the kept literals fell below `reference` by more than a count's own chance spread:
+    ``reference − K_t ≥ contract_noise × √reference`` (a count of about m moves by ±√m from cycle to
+    cycle by chance alone: a tool loop keeping a dozen fresh literals keeps 4 now and then)."""
+    return reference - kept >= cfg.contract_noise * math.sqrt(reference)
 
 
 def _is_distance(x: object) -> bool:

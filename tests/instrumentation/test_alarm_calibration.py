@@ -24,7 +24,9 @@ from ctxwatch.simulate.meter import entered_at, judge
 from ctxwatch.simulate.toolloop import FORMATS, folding_tool_loop, guarded_tool_loop
 
 REPEATS = 5
-ONSET_LOOPS = 120  # as bench/calibrate_alarm.py --loops
+# the calibration's own seeds (bench/calibrate_alarm.py's defaults) and 200 it was not designed on
+# (`--first-seed 9000 --loops 200`, held out while the contracting step was chosen: docs/alarm.md)
+ONSET_SEEDS = {"calibration": range(120), "held out": range(9000, 9200)}
 
 
 def _pairs(loop):
@@ -39,18 +41,19 @@ def name(path: Path) -> str:
     return path.name
 
 
+@pytest.mark.parametrize("seeds", sorted(ONSET_SEEDS))
 @pytest.mark.parametrize("family", sorted(CONTRACTING_FAMILIES))
-def test_a_contracting_family_alarms_within_two_cycles_of_its_onset_in_95_percent_and_never_before(family):
-    """The calibration's onset target, on the calibration's own 120 seeds of each contracting family."""
+def test_a_contracting_family_alarms_within_two_cycles_of_its_onset_in_95_percent_and_never_before(family, seeds):
+    """The calibration's onset target, on its own 120 seeds of each contracting family and on 200 others."""
     delays = []
-    for seed in range(ONSET_LOOPS):
+    for seed in ONSET_SEEDS[seeds]:
         loop = CONTRACTING_FAMILIES[family](seed)
         judged = judge(_pairs(loop))
         assert all(j.verdict.state == "healthy" for j in judged if j.t < loop.onset), seed
         entered = next((j.t for j in judged if j.verdict.entered), None)
         delays.append(None if entered is None else entered - loop.onset)
     within = sum(d is not None and d <= 2 for d in delays)
-    assert within >= 0.95 * ONSET_LOOPS, (family, within, delays)
+    assert within >= 0.95 * len(ONSET_SEEDS[seeds]), (family, within, delays)
 
 
 @pytest.mark.parametrize("make", [replacing_loop, task_keeping_replacing_loop, chain_loop, folding_loop])

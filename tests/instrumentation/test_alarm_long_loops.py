@@ -1,7 +1,10 @@
 """The default contraction alarm over long loops (review defect D1, docs/alarm.md): docs/guard.md's own
 loops and naive summarizer, run for 1,000+ tasks in one conversation through a guard with every
 default, never halt although their post-rewrite buffers swing by +-25% from cycle to cycle; a
-summary-of-summary chain that converges on a fixed text still halts the same guard."""
+summary-of-summary chain that converges on a fixed text still halts the same guard. The same loops with
+tools whose results do not echo their input ("ok", "[]", "toolu_…: 45 units"; review F2) never halt
+either: what a summary of results drops there is the tool inputs' SKUs, a handful of fresh literals
+every cycle, whose count moves by chance."""
 
 from __future__ import annotations
 
@@ -9,12 +12,14 @@ import pytest
 
 from ctxwatch.errors import ContractionRegimeError
 from ctxwatch.guard import ContextGuard
+from ctxwatch.model import ToolResult
 from ctxwatch.simulate.docsloop import docs_loop
 from ctxwatch.simulate.loops import converging_loop
 from ctxwatch.simulate.meter import judge
 from ctxwatch.validity import provider_problems
 
 COMPACTIONS = {"openai_chat": 680, "anthropic": 500}  # 1,000 tasks and more (a task: 1-5 model steps)
+QUIET_COMPACTIONS = {"openai_chat": 650, "anthropic": 500}  # 1,000 tasks and more with 1-4 calls a step
 
 
 @pytest.mark.parametrize("fmt, note, seed", [("openai_chat", "count", 1), ("openai_chat", "results", 2),
@@ -28,6 +33,21 @@ def test_docs_loop_runs_a_thousand_tasks_in_one_conversation_through_the_default
     verdicts = [j.verdict for j in judge((c.pre, c.post) for c in loop.cycles[:100])]  # as the guard judged them
     assert all(v.losing for v in verdicts) and sum(v.d < v.r for v in verdicts) > 50  # lossy, d mostly below r
     assert sum(v.contracted for v in verdicts) < 5 and all(v.state == "healthy" for v in verdicts)
+
+
+@pytest.mark.parametrize("fmt, results, seed", [("anthropic", "acks", 2), ("openai_chat", "acks", 1),
+                                                ("anthropic", "status", 6)])
+def test_a_loop_whose_tools_do_not_echo_their_input_runs_a_thousand_tasks_through_the_default_guard(fmt, results,
+                                                                                                   seed):
+    loop = docs_loop(seed, fmt, results=results, compactions=QUIET_COMPACTIONS[fmt], halting=True)  # a halt raises
+    assert len(loop.cycles) == QUIET_COMPACTIONS[fmt] and loop.params["tasks"] >= 1000
+    sizes = [sum(m.size for m in c.post) for c in loop.cycles]
+    kept = [v.literals_before - v.literals_lost for v in (j.verdict for j in judge((c.pre, c.post)
+                                                                                   for c in loop.cycles[:100]))]
+    assert min(kept) <= 5 and max(kept) >= 3 * min(kept)  # a handful of fresh literals kept a cycle, moving by chance
+    assert min(b / a for a, b in zip(sizes, sizes[1:], strict=False)) < 0.7
+    outputs = {part.text() for c in loop.cycles[:20] for m in c.pre for part in m.parts if type(part) is ToolResult}
+    assert outputs and not any("SKU-" in text for text in outputs)  # no tool result names its input
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -13,10 +13,10 @@ from ctxwatch.simulate.loops import absorption_loop, appending_loop, sliding_loo
 from ctxwatch.simulate.meter import judge
 
 # figures (d, literals_before, literals_lost, size of Q_t)
-CALM = (0.40, 20, 0, 1000)      # no loss: clear
-PEAK = (0.60, 20, 12, 1000)     # d < r but d is at a new high: neither evidence nor clear
-EVIDENCE = (0.30, 20, 20, 700)  # keeps no literal (0 <= 0.5 x the recent median kept): contracting; d < r=1
-NEITHER = (0.58, 20, 12, 700)   # in contracting: not clear (d < r + margin)
+CALM = (0.40, 60, 0, 1000)      # no loss: clear
+PEAK = (0.60, 60, 36, 1000)     # d < r but d is at a new high: neither evidence nor clear
+EVIDENCE = (0.30, 60, 60, 700)  # keeps no literal (0 <= 0.5 x the recent median kept, beyond a count's noise)
+NEITHER = (0.58, 60, 36, 700)   # in contracting: not clear (d < r + margin)
 
 
 def _feed(det, *figures):
@@ -194,7 +194,8 @@ def test_malformed_persisted_state_is_refused_naming_the_field(state, field):
 
 @pytest.mark.parametrize("kwargs", [{"enter_cycles": 0}, {"window": 1.5}, {"converge_max": math.nan},
                                     {"rise_max": -0.1}, {"exit_margin": 2.0}, {"min_lost": True},
-                                    {"fall_ratio": 1.5}, {"contract_ratio": -0.2}, {"shrink_min": 1.5}])
+                                    {"fall_ratio": 1.5}, {"contract_ratio": -0.2}, {"shrink_min": 1.5},
+                                    {"carried_min": 1.2}, {"step_ratio": -0.1}])
 def test_bad_configuration_is_refused(kwargs):
     with pytest.raises(ValueError, match="DetectorConfig"):
         DetectorConfig(**kwargs)
@@ -250,7 +251,7 @@ def test_a_state_persisted_before_version_3_loads_and_the_histories_round_trip()
     det = ContractionDetector()
     _feed(det, PEAK, EVIDENCE)
     data = det.to_dict()
-    assert data["v"] == 3 and data["sizes"] == [700] and data["kept"] == [8, 0] and data["recent"] == [0.6, 0.3]
+    assert data["v"] == 3 and data["sizes"] == [700] and data["kept"] == [24, 0] and data["recent"] == [0.6, 0.3]
     old = {k: v for k, v in data.items() if k not in ("sizes", "kept")} | {"v": 2}
     again = ContractionDetector.from_dict(old)
     assert again.to_dict()["kept"] == [] and again.to_dict()["recent"] == data["recent"]
@@ -264,3 +265,69 @@ def test_an_entry_run_lasts_a_window():
     det = ContractionDetector()
     v = _feed(det, PEAK, EVIDENCE, *[(0.58, 20, 12, 1000)] * 4, EVIDENCE)
     assert v[1].evidence and v[-1].evidence and det.state == "healthy" and v[-1].streak == 1
+
+
+# a slow absorber's cycles as measured (absorbing ratio 0.8, onset at the third): the literals it keeps go
+# 39 -> 43 -> 33 -> 24, never half their recent median, while 82-90% of each rewrite's input literals are
+# the ones the previous rewrite kept and the buffer shrinks 3917 -> 3296 -> 2571
+SLOW_ABSORBER = [(0.515, 39, 0, 3609), (0.336, 44, 1, 3917), (0.416, 48, 15, 3296), (0.422, 40, 16, 2571)]
+# the same shape with a hundred literals kept: 100 -> 110 -> 80 -> 55
+LARGE_ABSORBER = [(0.515, 100, 0, 3609), (0.336, 112, 2, 3917), (0.30, 120, 40, 3296), (0.30, 90, 35, 2571)]
+
+
+def test_a_rewrite_shrinking_mostly_its_own_previous_output_is_a_contracting_step():
+    """Issue 14, out of sample: the step is the trend that catches a slow absorber at onset + 1."""
+    verdicts = _feed(ContractionDetector(), *LARGE_ABSORBER)
+    assert [v.contracted for v in verdicts] == [False, False, True, True] and verdicts[-1].evidence
+    without = _feed(ContractionDetector(DetectorConfig(step_ratio=0.0)), *LARGE_ABSORBER)
+    assert not any(v.contracted or v.evidence for v in without)  # the kept literals never halve
+
+
+def test_a_step_within_a_counts_chance_spread_is_no_contracting_step():
+    """Review F2: a fall of 10 of 43 kept literals, then 9 of 33, is within 2.5 x sqrt of the count (16.4,
+    14.4): a count that size moves that much by chance. With `contract_noise` 0 the same cycles are a step."""
+    assert not any(v.contracted for v in _feed(ContractionDetector(), *SLOW_ABSORBER))
+    noiseless = _feed(ContractionDetector(DetectorConfig(contract_noise=0.0)), *SLOW_ABSORBER)
+    assert [v.contracted for v in noiseless] == [False, False, True, True] and noiseless[-1].evidence
+
+
+def test_a_step_over_mostly_new_work_or_without_shrinking_the_buffer_is_no_contracting_step():
+    """A tool loop compacts a buffer mostly new since its last compaction (80 of 200 literals carried);
+    a sliding window re-processes its own output but keeps its size: neither is a step."""
+    mostly_new = _feed(ContractionDetector(), *LARGE_ABSORBER[:3], (0.422, 200, 140, 2571))
+    same_size = _feed(ContractionDetector(), *LARGE_ABSORBER[:3], (0.422, 90, 35, 3296))
+    unknown_size = _feed(ContractionDetector(), *LARGE_ABSORBER[:3], (0.422, 90, 35))
+    for verdicts in (mostly_new, same_size, unknown_size):
+        assert not verdicts[-1].contracted and not verdicts[-1].evidence
+
+
+# review F2, repro_2.py seed 1 through the guard (tools answering "ok", "[]", "toolu_…: 45 units"): the
+# SKUs of the tool inputs are the only downstream literals, 4-21 of them kept a cycle as the tail falls
+F2_LOOP = [(0.452, 22, 12, 678), (0.489, 34, 22, 819), (0.471, 23, 18, 510), (0.495, 27, 16, 731),
+           (0.462, 40, 24, 960), (0.544, 31, 26, 574), (0.576, 36, 22, 827), (0.451, 36, 20, 850),
+           (0.487, 33, 21, 787), (0.486, 50, 35, 1176), (0.418, 40, 27, 1008), (0.474, 41, 28, 941),
+           (0.560, 46, 25, 1201), (0.528, 50, 34, 1103), (0.476, 47, 31, 919), (0.474, 46, 29, 1135),
+           (0.394, 42, 32, 794), (0.520, 47, 29, 1175), (0.478, 30, 24, 656), (0.523, 25, 18, 581),
+           (0.507, 27, 14, 856), (0.478, 39, 22, 981), (0.482, 44, 28, 1061), (0.535, 47, 32, 988),
+           (0.544, 31, 27, 531)]
+
+
+def test_a_handful_of_fresh_literals_halving_by_chance_is_no_contraction():
+    """Review F2: cycles 3 and 6 keep 5 of the window's ~12 literals (d' 0.23 and 0.35 < r 0.78 and 0.84):
+    the old rule entered at cycle 6, and a guard then refused every compaction. A fall of 7 from 12 is
+    within 2.5 x sqrt(12) = 8.7."""
+    det = ContractionDetector()
+    verdicts = _feed(det, *F2_LOOP)
+    assert det.state == "healthy" and not verdicts[2].evidence and not verdicts[5].evidence
+    assert sum(v.evidence for v in verdicts) <= 2 and all(v.d_net < v.r for v in (verdicts[2], verdicts[5]))
+    old = ContractionDetector(DetectorConfig(contract_noise=0.0))
+    assert any(v.entered for v in _feed(old, *F2_LOOP))
+
+
+def test_d_falling_is_judged_on_d_as_measured_where_the_net_distance_is_flat_at_zero():
+    """A buffer shrinking to 55% with d 0.42 has d' = 0, and so has the bound 0.7 x mean d (0.367): d' <= the
+    bound held though d is not falling. Judged on d as measured it is no trend."""
+    det = ContractionDetector()
+    verdicts = _feed(det, *[(0.53, 40, 20, 1300)] * 4, (0.42, 40, 28, 715))
+    assert verdicts[-1].d_net == 0.0 and not verdicts[-1].contracted and not verdicts[-1].shrinking
+    assert not verdicts[-1].evidence and verdicts[-1].d_net < verdicts[-1].r

@@ -53,7 +53,11 @@ class BusyModel:
         self.begun = False
         return {"role": "user", "content": f"How many units of SKU-{task:05d} and its neighbours?"}
 
-    def _result(self, sku: str) -> str:
+    def compacts_now(self) -> bool:
+        """Whether the loop compacts at this step, once the context is over `COMPACT_ABOVE` messages."""
+        return True
+
+    def _result(self, sku: str, call_id: str) -> str:
         rng = self.rng
         bins = [f"/wh/{rng.randint(1, 9)}/{rng.randint(1, 40):02d}/{sku.lower()}.json"
                 for _ in range(rng.randint(1, 3))]
@@ -73,11 +77,63 @@ class BusyModel:
             return [{"role": "assistant", "tool_calls": [
                         {"id": i, "type": "function",
                          "function": {"name": "lookup", "arguments": json.dumps({"sku": s})}} for i, s in calls]},
-                    *({"role": "tool", "tool_call_id": i, "content": self._result(s)} for i, s in calls)]
+                    *({"role": "tool", "tool_call_id": i, "content": self._result(s, i)} for i, s in calls)]
         lead = [{"type": "text", "text": "Looking up."}] if rng.random() < 0.5 else []
         uses = [{"type": "tool_use", "id": i, "name": "lookup", "input": {"sku": s}} for i, s in calls]
         return [{"role": "assistant", "content": lead + uses},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": self._result(s)}
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": self._result(s, i)}
+                                             for i, s in calls]}]
+
+
+QUIET_RESULTS: dict[str, tuple[str, ...]] = {
+    "acks": ("ok", "[]", "{call}: {units} units"),  # the review's F2 (repro_2.py)
+    "status": ('{{"status": "ok"}}', "{{}}", '{{"units": {units}}}', "null"),
+    "prose": ("Done.", "No matching rows.", "Found {units} units in stock.", "Updated 1 record."),
+}
+"""What tools that do not echo their input return: acknowledgements, empty or bare JSON, boilerplate prose."""
+
+
+class QuietModel(BusyModel):
+    """`BusyModel` with tools whose results do not name the SKU asked for (most real tools: "ok",
+    "[]", "toolu_…: 45 units"), the shape of the review's F2: 1-4 parallel calls a step (once a task
+    has begun, two steps in seven answer in text and end it), the user's questions naming no
+    literal, SKUs drawn from a seeded range (some loops reuse them), compaction at a random step
+    (one in two) once the context is over `COMPACT_ABOVE` messages."""
+
+    def __init__(self, seed: int, fmt: str, vocabulary: str) -> None:
+        super().__init__(seed, fmt)
+        self.vocabulary = QUIET_RESULTS[vocabulary]
+        self.skus = self.rng.choice((100, 1000, 100_000))
+
+    def question(self, task: int) -> dict:
+        self.begun = False
+        return {"role": "user", "content": f"Count the SKUs on shelf {task % 1000}, one by one."}
+
+    def compacts_now(self) -> bool:
+        return self.rng.random() < 0.5
+
+    def _result(self, sku: str, call_id: str) -> str:
+        return self.rng.choice(self.vocabulary).format(call=call_id, units=self.rng.randrange(999))
+
+    def step(self) -> list[dict]:
+        rng, self.step_no = self.rng, self.step_no + 1
+        k = rng.choice((0, 0, 1, 1, 2, 3, 4) if self.begun else (1, 1, 1, 2, 3, 4))
+        lead = rng.choice(("Checking.", "Next batch.", "OK.", f"Looking at batch {self.step_no % 1000}."))
+        if k == 0:
+            return [{"role": "assistant", "content": lead if self.fmt == "openai_chat"
+                     else [{"type": "text", "text": lead}]}]
+        self.begun = True
+        calls = [(f"{'call' if self.fmt == 'openai_chat' else 'toolu'}_{self.step_no:05d}{j}",
+                  f"SKU-{rng.randrange(self.skus):05d}") for j in range(k)]
+        said = rng.random() < 0.6
+        if self.fmt == "openai_chat":
+            return [{"role": "assistant", "content": lead if said else None, "tool_calls": [
+                        {"id": i, "type": "function",
+                         "function": {"name": "lookup", "arguments": json.dumps({"sku": s})}} for i, s in calls]},
+                    *({"role": "tool", "tool_call_id": i, "content": self._result(s, i)} for i, s in calls)]
+        uses = [{"type": "tool_use", "id": i, "name": "lookup", "input": {"sku": s}} for i, s in calls]
+        return [{"role": "assistant", "content": ([{"type": "text", "text": lead}] if said else []) + uses},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": self._result(s, i)}
                                              for i, s in calls]}]
 
 
@@ -98,13 +154,17 @@ def summarize(messages: list[dict], fmt: str, note: str) -> list[dict]:
 
 
 def docs_loop(seed: int, fmt: str = "openai_chat", *, note: str = "results", guarded: bool = True,
-              compactions: int = 150, halting: bool = False) -> SyntheticLoop:
+              compactions: int = 150, halting: bool = False, results: str = "echo") -> SyntheticLoop:
     """Run the loop until it has compacted `compactions` times; one cycle per compaction. With
     `halting` the guard enforces every default, its contraction check included (a halt raises
-    `ContractionRegimeError` out of the loop, as it would out of the agent's)."""
+    `ContractionRegimeError` out of the loop, as it would out of the agent's). `results` is "echo"
+    (`BusyModel`: the result names its SKU) or a `QUIET_RESULTS` vocabulary (`QuietModel`)."""
     if note not in NOTES:
         raise ValueError(f"note must be one of {NOTES}, got {note!r}")
-    model, guard = BusyModel(seed, fmt), None
+    if results != "echo" and results not in QUIET_RESULTS:
+        raise ValueError(f"results must be 'echo' or one of {tuple(QUIET_RESULTS)}, got {results!r}")
+    model = BusyModel(seed, fmt) if results == "echo" else QuietModel(seed, fmt, results)
+    guard = None
     if guarded:
         from ..guard import ContextGuard  # the guard imports the detector; keep `simulate` light to import
         guard = ContextGuard("docs-loop", agent="inventory", format=fmt,
@@ -120,23 +180,29 @@ def docs_loop(seed: int, fmt: str = "openai_chat", *, note: str = "results", gua
             messages += turn
             if len(turn) == 1:
                 break  # an answer: the task is done
-            if len(messages) > COMPACT_ABOVE:
+            if len(messages) > COMPACT_ABOVE and model.compacts_now():
                 proposal = summarize(messages, fmt, note)
                 after = proposal if guard is None else list(guard.apply(proposal, kind="compact"))
                 pre, post = tuple(to_messages(messages, fmt)), tuple(to_messages(after, fmt))
                 cycles.append(Cycle(len(cycles) + 1, pre, post))
                 messages = after
-    return SyntheticLoop(family_name(fmt, note, guarded), seed, tuple(cycles), None,
-                         {"format": fmt, "note": note, "tasks": task})
+    return SyntheticLoop(family_name(fmt, note, guarded, results), seed, tuple(cycles), None,
+                         {"format": fmt, "note": note, "results": results, "tasks": task})
 
 
-def family_name(fmt: str, note: str, guarded: bool) -> str:
-    return f"docs loop{' through the guard' if guarded else ''}, {fmt}{', count note' if note == 'count' else ''}"
+def family_name(fmt: str, note: str, guarded: bool, results: str = "echo") -> str:
+    quiet = "" if results == "echo" else f", quiet tools ({results})"
+    return (f"docs loop{' through the guard' if guarded else ''}, {fmt}{', count note' if note == 'count' else ''}"
+            f"{quiet}")
 
 
 DOCS_LOOP_FAMILIES: dict[str, Callable[[int], SyntheticLoop]] = {
-    family_name(fmt, note, guarded): partial(docs_loop, fmt=fmt, note=note, guarded=guarded)
-    for guarded, note in ((False, "results"), (True, "results"), (True, "count")) for fmt in FORMATS
+    **{family_name(fmt, note, guarded): partial(docs_loop, fmt=fmt, note=note, guarded=guarded)
+       for guarded, note in ((False, "results"), (True, "results"), (True, "count")) for fmt in FORMATS},
+    **{family_name(fmt, "results", True, results): partial(docs_loop, fmt=fmt, results=results)
+       for results in QUIET_RESULTS for fmt in FORMATS},
 }
-"""Six healthy families: the docs' summarizer as proposed and through the guard, and the count
-note through the guard (the review's repro), each in both provider shapes."""
+"""Twelve healthy families: the docs' summarizer as proposed and through the guard, and the count
+note through the guard (the review's D1 repro), each in both provider shapes; and the docs'
+summarizer through the guard with tools whose results do not echo their input (the review's F2),
+three result vocabularies in both shapes."""
