@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .fastjson import REFUSED, decoded
 from .model import Message, ToolCall, ToolResult, part_text
 
 # errno names (ENOENT, ECONNRESET...): a capitalised word starting with E is not an error code by itself
@@ -109,10 +110,12 @@ _CACHE_LIMIT = 32_768  # messages (~250 B each): a few MB per guard however long
 
 def argument_values(arguments: str) -> list[str]:
     """The scalar values of a tool call's JSON arguments (the text itself when it is not JSON)."""
-    try:
-        document = json.loads(arguments)
-    except ValueError:
-        return [arguments]
+    document = decoded(arguments)
+    if document is REFUSED:
+        try:
+            document = json.loads(arguments)
+        except ValueError:
+            return [arguments]
     values, stack = [], [document]
     while stack:
         node = stack.pop()
