@@ -64,6 +64,9 @@ finally:
 """
 
 
+TARGET_MB_S = 50.0  # issue 14: the audit on the corpus's Claude Code files
+
+
 def claude_code_files(corpus: Path) -> list[Path]:
     """The corpus files the reader detects as Claude Code sessions."""
     out = []
@@ -196,6 +199,9 @@ def corpus_section(paths: list[Path], repeat: int) -> None:
     print(rates(Timing("baseline", base.samples), size, records))
     for t in timings:
         print(rates(t, size, records))
+    audit_rate = size / 1e6 / timings[1].median
+    print(f"target (issue 14): audit >= {TARGET_MB_S:g} MB/s median: {audit_rate:.1f} MB/s, "
+          f"{'MET' if audit_rate >= TARGET_MB_S else 'MISS'}")
 
     largest = max(paths, key=lambda p: p.stat().st_size)
     print(f"\n## peak memory ({largest.name}, {largest.stat().st_size / 1e6:.1f} MB)")

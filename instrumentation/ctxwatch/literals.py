@@ -35,7 +35,10 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, compress, repeat
+from operator import contains
 
+from .fastjson import REFUSED, decoded
 from .model import Message, ToolCall, ToolResult, part_text
 
 # errno names (ENOENT, ECONNRESET...): a capitalised word starting with E is not an error code by itself
@@ -78,9 +81,10 @@ _SCAN_FORMS: dict[str, str] = {
     "number": r"\d(?<![\w.].)(?:\d*\.\d+|\d{4,})(?![\w.]*\w)",
 }
 
-# A default pattern only runs on text holding one of these substrings: most prose has no URL,
-# path or backtick, and skipping a scan is the cheapest scan. A token-local pattern's substrings are
-# looked for in the candidate tokens it scans (every match of it lies in them), not in the whole text.
+# A default pattern only runs on text holding one of these substrings (every match of it holds one):
+# most prose has no URL, path or backtick, and skipping a scan is the cheapest scan. A token-local
+# pattern's substrings are looked for in the candidate tokens it scans (every match of it lies in
+# one), not in the whole text, and it scans only the tokens holding one of them.
 _PREFILTERS: dict[str, tuple[str, ...]] = {
     "ticket": ("-",), "uuid": ("-",), "url": ("://",), "abs_path": ("/",), "rel_path": ("/",),
     "tool_id": ("_",), "hex_prefixed": ("0x",),
@@ -109,10 +113,12 @@ _CACHE_LIMIT = 32_768  # messages (~250 B each): a few MB per guard however long
 
 def argument_values(arguments: str) -> list[str]:
     """The scalar values of a tool call's JSON arguments (the text itself when it is not JSON)."""
-    try:
-        document = json.loads(arguments)
-    except ValueError:
-        return [arguments]
+    document = decoded(arguments)
+    if document is REFUSED:
+        try:
+            document = json.loads(arguments)
+        except ValueError:
+            return [arguments]
     values, stack = [], [document]
     while stack:
         node = stack.pop()
@@ -228,7 +234,7 @@ class LiteralRegistry:
             if token_local:
                 if any_candidate:
                     spans.extend((start, neg_end, container, value)
-                                 for start, neg_end, value in candidates.search(pattern))
+                                 for start, neg_end, value in candidates.search(pattern, need))
                 continue
             for m in pattern.finditer(text):
                 if m.group(group):
@@ -385,10 +391,11 @@ class _DownstreamTally:
 class _Candidates:
     """The tokens of a text that could hold a literal, joined by newlines, with their offsets."""
 
-    __slots__ = ("joined", "_starts", "_origins")
+    __slots__ = ("joined", "_tokens", "_starts", "_origins", "_holding")
 
     def __init__(self, text: str) -> None:
-        tokens: list[str] = []
+        self._tokens: list[str] = []
+        tokens = self._tokens
         self._starts: list[int] = []
         self._origins: list[int] = []
         at = end = 0
@@ -406,14 +413,33 @@ class _Candidates:
             tokens.append(text[start:end])
             at += end - start + 1
         self.joined = "\n".join(tokens)
+        self._holding: dict[tuple[str, ...], tuple[str, list[int], list[int]]] = {}
 
-    def search(self, pattern: re.Pattern[str]) -> list[tuple[int, int, str]]:
-        """(start, -end, value) of each match, in the original text's offsets."""
+    def search(self, pattern: re.Pattern[str], needles: tuple[str, ...] = ()) -> list[tuple[int, int, str]]:
+        """(start, -end, value) of each match, in the original text's offsets. With `needles` (every match
+        of `pattern` holds one of them, so the token it lies in does), only the tokens holding one are
+        scanned."""
+        joined, starts, origins = self._tokens_holding(needles) if needles else (
+            self.joined, self._starts, self._origins)
         out = []
-        for m in pattern.finditer(self.joined):
+        for m in pattern.finditer(joined):
             value = m.group()
             if value:
-                k = bisect_right(self._starts, m.start()) - 1
-                start = self._origins[k] + m.start() - self._starts[k]
+                k = bisect_right(starts, m.start()) - 1
+                start = origins[k] + m.start() - starts[k]
                 out.append((start, -(start + len(value)), value))
         return out
+
+    def _tokens_holding(self, needles: tuple[str, ...]) -> tuple[str, list[int], list[int]]:
+        """(joined, starts, origins), as for every candidate, of the candidates holding one of `needles`
+        (picked in C: no Python step per token)."""
+        found = self._holding.get(needles)
+        if found is None:
+            tokens = self._tokens
+            holds = [map(contains, tokens, repeat(needle)) for needle in needles]
+            keep = list(holds[0] if len(holds) == 1 else map(any, zip(*holds, strict=True)))
+            held = list(compress(tokens, keep))
+            starts = list(accumulate(map((1).__add__, map(len, held)), initial=0))
+            del starts[-1]
+            found = self._holding[needles] = ("\n".join(held), starts, list(compress(self._origins, keep)))
+        return found

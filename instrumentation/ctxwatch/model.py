@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import xxhash
 
+from .fastjson import encoded
+
 ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
 # The roles that instruct the model rather than converse with it (a leading system prompt, its edits).
 SYSTEM_ROLES: frozenset[str] = frozenset({"system", "developer"})
@@ -25,7 +27,8 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 
 def canonical_json(value: object) -> str:
     """JSON with sorted keys and fixed separators: the same value always gives the same text."""
-    return _CANONICAL.encode(value)
+    fast = encoded(value, sort_keys=True)
+    return fast.decode("utf-8") if fast is not None else _CANONICAL.encode(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,8 @@ class OpaquePart:
 
 Part = TextPart | ToolCall | ToolResult | OpaquePart
 _PART_TYPES = (TextPart, ToolCall, ToolResult, OpaquePart)
+_EXACT_PART_TYPES: frozenset[type] = frozenset(_PART_TYPES)
+_TOOL_TRAFFIC: frozenset[type] = frozenset({ToolCall, ToolResult})
 
 
 def part_text(part: Part) -> str:
@@ -118,29 +123,33 @@ class Message:
             raise ValueError(f"unknown message role {role!r}; expected one of {', '.join(sorted(ROLES))}")
         self.role = role
         self.parts: tuple[Part, ...] = (TextPart(parts),) if isinstance(parts, str) else tuple(parts)
-        for i, part in enumerate(self.parts):
-            if not isinstance(part, _PART_TYPES):
-                raise TypeError(f"part {i} of a {role} message is a {type(part).__name__}; expected "
-                                "TextPart, ToolCall, ToolResult or OpaquePart")
+        kinds = set(map(type, self.parts))  # the exact types: what the views below select by
+        if not kinds <= _EXACT_PART_TYPES:  # a subclass of a part type, or not a part at all
+            for i, part in enumerate(self.parts):
+                if not isinstance(part, _PART_TYPES):
+                    raise TypeError(f"part {i} of a {role} message is a {type(part).__name__}; expected "
+                                    "TextPart, ToolCall, ToolResult or OpaquePart")
         self.id = id
         self.name = name
         self.extra = extra
         self._canonical: bytes | None = None
         self._digest: int | None = None
         self._text: str | None = None
-        self.tool_calls: tuple[ToolCall, ...] = tuple(p for p in self.parts if type(p) is ToolCall)
+        self.tool_calls: tuple[ToolCall, ...] = tuple(
+            p for p in self.parts if type(p) is ToolCall) if ToolCall in kinds else ()
         self.call_ids: tuple[str, ...] = tuple(p.id for p in self.tool_calls)
-        self.result_ids: tuple[str, ...] = tuple(p.call_id for p in self.parts if type(p) is ToolResult)
+        self.result_ids: tuple[str, ...] = tuple(
+            p.call_id for p in self.parts if type(p) is ToolResult) if ToolResult in kinds else ()
         # carries something besides tool traffic (text, an image, reasoning...) or nothing at all
-        self.plain: bool = not self.parts or any(type(p) is not ToolCall and type(p) is not ToolResult
-                                                 for p in self.parts)
+        self.plain: bool = not self.parts or not kinds <= _TOOL_TRAFFIC
 
     # --- identity -------------------------------------------------------------------------
     def canonical(self) -> bytes:
         """Canonical bytes of what the model sees of this message (stable rendering)."""
         if self._canonical is None:
             body = [self.role, self.name, [p.to_canonical() for p in self.parts], self.extra]
-            self._canonical = canonical_json(body).encode("utf-8", "surrogatepass")
+            fast = encoded(body, sort_keys=True)
+            self._canonical = fast if fast is not None else _CANONICAL.encode(body).encode("utf-8", "surrogatepass")
         return self._canonical
 
     @property

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from ..errors import InvalidContextError
+from ..fastjson import encoded
 from ..model import SYSTEM_ROLES, Message, Part, ToolCall, ToolResult
 from . import _shape
 from ._reader import DEFAULT_LIMITS, MISSING, Limits, Reader
@@ -38,6 +39,18 @@ _RESULT_KEYS = frozenset({"type", "tool_use_id", "content", "is_error"})
 
 
 def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Message:
+    role, parts, keep, shape = _read_message(item, index, limits)
+    return Message(role, parts, extra=_shape.pack_extra(FORMAT, keep, shape))
+
+
+def read_parts(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Message:
+    """As `read`, the same checks, but without the envelope that writes the message back in its own
+    shape (`extra` is None): for a reader that keeps only roles and parts (a recorded session)."""
+    role, parts, _, _ = _read_message(item, index, limits)
+    return Message(role, parts)
+
+
+def _read_message(item: Any, index: int | None, limits: Limits) -> tuple[str, list[Part], dict, dict]:
     r = Reader(index, limits)
     d = r.mapping(item, None)
     role = r.key(d, "role", "role")
@@ -45,7 +58,7 @@ def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Messa
         hint = "; pass it as the request's 'system'" if role in SYSTEM_ROLES else ""
         r.fail("role", f"unknown role {role!r} for Anthropic messages (expected user or assistant){hint}")
     parts, shape = _read_content(r, d.get("content", MISSING), "content")
-    return Message(role, parts, extra=_shape.pack_extra(FORMAT, leftovers(r, d, _MESSAGE_KEYS), shape))
+    return role, parts, leftovers(r, d, _MESSAGE_KEYS), shape
 
 
 def _read_content(r: Reader, value: Any, field: str) -> tuple[list[Part], dict]:
@@ -59,8 +72,10 @@ def _read_block(r: Reader, block: dict, where: str) -> tuple[Part, dict] | None:
         if "input" not in block:
             r.fail(where + ".input", "missing")
         tool_input = r.json(block["input"], where + ".input")
+        fast = encoded(tool_input)
         part: Part = ToolCall(r.key(block, "id", where + ".id"), r.key(block, "name", where + ".name"),
-                              json.dumps(tool_input, ensure_ascii=False, separators=(",", ":")))
+                              fast.decode("utf-8") if fast is not None
+                              else json.dumps(tool_input, ensure_ascii=False, separators=(",", ":")))
         rest = _USE_KEYS
     elif kind == "tool_result":
         call_id = r.key(block, "tool_use_id", where + ".tool_use_id")

@@ -284,4 +284,4 @@ def _message(session: Session, rec: dict, line: int) -> Message | None:
     if rec.get("type") not in ("user", "assistant") or not isinstance(msg, dict):
         return None
     item = {"role": msg.get("role", rec["type"]), "content": msg.get("content")}
-    return session.convert(anthropic.read, item, line, f"line {line}")
+    return session.convert(anthropic.read_parts, item, line, f"line {line}")

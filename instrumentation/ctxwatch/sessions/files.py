@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidContextError
+from ..fastjson import REFUSED, decoded
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
@@ -97,6 +98,9 @@ def parse_line(raw: bytes) -> Any:
     """One JSON value; BadJSON with a short reason when it is not one. Columns count characters
     from 1; for text cut short it is the column just past its last character (where the rest was
     expected), also inside an unterminated string."""
+    value = decoded(raw)  # orjson, when it reads what json would
+    if value is not REFUSED:
+        return value
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
