@@ -34,6 +34,15 @@ of them) is late: a late span of the old process cannot clear its successor's st
 with a new instance id therefore changes nothing the loop shows, as one forged episode number does
 not; two forged spans take the loop over, as two of a new episode do (docs/monitor.md, "Restarts").
 Spans without an instance id behave as before instance ids existed (they are one instance).
+
+Jumps: a span numbered more than `window` past the furthest span of the loop's run (applied or held)
+is not held as the others are, to be applied once its gap is given up: it would become the loop's
+position, and every genuine span after it late. Anyone who knows a loop id can number a span so (a
+recorded session's instance is computable, `ctxwatch.telemetry.sequence.recorded_instance`). It is
+held aside (`far_ahead`) until a second span within `window` of it corroborates it (what a sparse
+head sampler sends next); the two then join the held spans and are ordered as they are. So one forged
+span numbered far ahead changes nothing the loop shows (it is dropped when another span far ahead
+replaces it), as one forged episode number or instance id does not.
 """
 
 from __future__ import annotations
@@ -49,7 +58,7 @@ from .records import AGENT_NAME, MutationRecord
 
 MONITOR = "monitor"   # the loop's state is the monitor's own detector, fed every cycle in order
 GUARD = "guard"       # a cycle is missing: the loop follows the state the guard reports
-EPISODE_CONFIRMATIONS = 2  # spans of a new episode (or guard instance) needed before the loop switches to it
+EPISODE_CONFIRMATIONS = 2  # spans of a new episode (or guard instance, or a jump) needed before the loop takes it
 MAX_LEFT_INSTANCES = 8     # guard instances a loop left whose late spans it still recognises
 APPLIED, HELD, LATE = "applied", "held", "late"  # what became of an offered span
 
@@ -81,7 +90,7 @@ class LoopOrder:
     """Where a loop is in its guard's sequence, the spans held ahead of it, and whose state it shows."""
 
     __slots__ = ("next", "pending", "since", "candidate", "candidates", "candidate_seen", "previous", "source",
-                 "reason", "gap", "seen", "instance", "candidate_instance", "left")
+                 "reason", "gap", "seen", "instance", "candidate_instance", "left", "far_ahead")
 
     def __init__(self) -> None:
         self.next = 1                                    # the sequence number expected next in the episode
@@ -98,6 +107,7 @@ class LoopOrder:
         self.instance: str | None = None                 # the guard instance whose numbering the loop follows
         self.candidate_instance: str | None = None       # ... and the candidate episode's (another: a restart)
         self.left: tuple[str | None, ...] = ()           # the instances the loop left, the last one first
+        self.far_ahead: dict[int, MutationRecord] = {}  # spans of the run numbered past the window, uncorroborated
 
     @property
     def waiting(self) -> bool:
@@ -107,13 +117,14 @@ class LoopOrder:
     @property
     def sequenced(self) -> bool:
         """Whether the loop has had sequenced spans (then spans without a sequence are not applied)."""
-        return self.next > 1 or bool(self.pending or self.candidates or self.left) or self.previous is not None
+        return (self.next > 1 or bool(self.pending or self.candidates or self.left or self.far_ahead)
+                or self.previous is not None)
 
     def to_json(self) -> str:
         """The state as stored with the loop (the common case, nothing held, written without the encoder:
         it is written for every loop a commit touches)."""
         if not (self.pending or self.candidates or self.reason or self.gap or self.since is not None
-                or self.candidate is not None or self.left):
+                or self.candidate is not None or self.left or self.far_ahead):
             previous = "null" if self.previous is None else int(self.previous)
             instance = "null" if self.instance is None else encode_basestring(self.instance)
             return (f'{{"next":{int(self.next)},"seen":{float(self.seen)!r},"previous":{previous},'
@@ -124,7 +135,8 @@ class LoopOrder:
                         "instance": self.instance, "candidate_instance": self.candidate_instance,
                         "left": list(self.left),
                         "pending": [_stored(r) for r in self.pending.values()],
-                        "candidates": [_stored(r) for r in self.candidates.values()]})
+                        "candidates": [_stored(r) for r in self.candidates.values()],
+                        "far_ahead": [_stored(r) for r in self.far_ahead.values()]})
 
     @classmethod
     def from_json(cls, text: str | None) -> LoopOrder:
@@ -140,6 +152,7 @@ class LoopOrder:
             order.left = tuple(data.get("left", ()))
             order.pending = _by_sequence(map(_record, data.get("pending", ())))
             order.candidates = _by_sequence(map(_record, data.get("candidates", ())))
+            order.far_ahead = _by_sequence(map(_record, data.get("far_ahead", ())))
         return order
 
 
@@ -170,7 +183,7 @@ class Sequencer:
                     return LATE
                 return HELD if self._candidate(loop, record, now) else LATE
             order.instance = record.instance  # the loop's first numbered span names the instance it follows
-        if sequence == order.next and record.episode == loop.episode and not order.pending:  # the usual case
+        if sequence == order.next and record.episode == loop.episode and not (order.pending or order.far_ahead):
             order.next, order.seen = sequence + 1, now
             self._apply(loop, record, now)
             return APPLIED
@@ -178,11 +191,17 @@ class Sequencer:
             if record.episode == order.previous:
                 return LATE
             return HELD if self._candidate(loop, record, now) else LATE
+        if sequence - max(order.next - 1, max(order.pending, default=0)) > self.window:  # no sign of life yet
+            return HELD if self._far_ahead(loop, record, now) else LATE
         order.seen = now
         if sequence < order.next or sequence in order.pending:
             return LATE
         held = sequence != order.next
         order.pending[sequence] = record
+        if order.far_ahead:  # what was held aside far ahead and is within the window now is held as the others
+            near = {s: r for s, r in order.far_ahead.items() if s - sequence <= self.window}
+            order.pending.update(near)
+            order.far_ahead = {s: r for s, r in order.far_ahead.items() if s not in near}
         if order.since is None:
             order.since = now
         self._drain(loop, now)
@@ -217,6 +236,25 @@ class Sequencer:
         order.next = first
         self._drain(loop, now)
 
+    def _far_ahead(self, loop: Any, record: MutationRecord, now: float) -> bool:
+        """Hold aside a span numbered more than `window` past the run's furthest; once a second one within `window`
+        of it has come, move them to the held spans (see the module docstring). False for a duplicate."""
+        order: LoopOrder = loop.order
+        sequence = record.sequence
+        if sequence is None or sequence in order.far_ahead:
+            return False
+        if not any(abs(sequence - other) <= self.window for other in order.far_ahead):
+            order.far_ahead = {}  # what was held aside had no neighbour: this one replaces it
+        order.far_ahead[sequence] = record
+        if len(order.far_ahead) >= EPISODE_CONFIRMATIONS:
+            order.pending.update(order.far_ahead)
+            order.far_ahead = {}
+            if order.since is None:
+                order.since = now
+            while len(order.pending) > self.window:
+                self._skip_gap(loop, now, "the reorder window is full")
+        return True
+
     def _candidate(self, loop: Any, record: MutationRecord, now: float) -> bool:
         order: LoopOrder = loop.order
         if record.sequence is None:
@@ -248,6 +286,6 @@ class Sequencer:
         else:
             order.previous = left
         order.candidate, order.candidate_instance, order.candidates = None, None, {}
-        order.next, order.pending, order.since, order.seen = 1, held, now, now
+        order.next, order.pending, order.since, order.seen, order.far_ahead = 1, held, now, now, {}
         order.source, order.reason, order.gap = MONITOR, None, None
         self._drain(loop, now)
