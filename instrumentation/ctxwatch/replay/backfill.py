@@ -22,6 +22,8 @@ the session records (Claude Code's ``message.usage``, `Session.take_provider_cac
 next span emitted after the response, each response once. Spans are flushed every
 `flush_every` spans, so a long session never overflows the exporter's queue. `skip` passes over
 the first spans of a session (counted and numbered, not emitted): ``ctxwatch watch`` resumes a session that way.
+A file the session continued in (rotated) is numbered as the session's next `generation`
+(`telemetry.sequence`), so the monitor takes its spans for a new run of the loop, not for duplicates.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from ..model import Context, Message
 from ..report import Report
 from ..sessions import Mutation, Session, Snapshot
 from ..telemetry import MutationTelemetry, error_count
-from ..watch.identity import AGENTS, agent_name, identify_file
+from ..telemetry.sequence import RecordedFiles
+from ..watch.identity import AGENTS, agent_name, file_opening, identify_file
 from .audit import MutationAudit, Observer, SessionAudit
 from .buffer import FollowedBuffer
 
@@ -83,7 +86,7 @@ class Backfill(Observer):
 
     def __init__(self, telemetry: MutationTelemetry, flush: Callable[[], object], *, loop_id: str, agent: str,
                  service: str, registry: LiteralRegistry, flush_every: int = FLUSH_EVERY,
-                 agent_version: str | None = None, skip: int = 0) -> None:
+                 agent_version: str | None = None, skip: int = 0, generation: int = 0) -> None:
         self.telemetry = telemetry
         self.flush = flush
         self.loop_id, self.agent, self.service = loop_id, agent, service
@@ -96,7 +99,7 @@ class Backfill(Observer):
         self.cycles = 0
         self.state = "healthy"
         self.spans = 0
-        telemetry.renumber(loop_id)  # the session is read from its start, skipped spans included
+        telemetry.renumber(loop_id, generation)  # the file is read from its start, skipped spans included
 
     def started(self, session: Session) -> None:
         self.session = session
@@ -153,13 +156,14 @@ class Backfill(Observer):
 
 
 def session_backfill(audit: SessionAudit, telemetry: MutationTelemetry, flush: Callable[[], object], *,
-                     agent: str | None, service: str, registry: LiteralRegistry) -> Backfill:
+                     agent: str | None, service: str, registry: LiteralRegistry, generation: int = 0) -> Backfill:
     """The observer that backfills the session `audit` is of, as ``replay --otlp`` does: its agent is `agent`,
     else the session format's as ``ctxwatch watch`` names it (`watch.identity.agent_name`); its version what
-    the file records, for the coding agents ``ctxwatch watch`` follows (`watch.identity`)."""
+    the file records, for the coding agents ``ctxwatch watch`` follows (`watch.identity`); numbered as the
+    session's `generation`-th file."""
     version = identify_file(Path(audit.path), audit.format).version if audit.format in AGENTS else None
     return Backfill(telemetry, flush, loop_id=audit.loop_id, agent=agent or agent_name(audit.format or "unknown"),
-                    service=service, registry=registry, agent_version=version)
+                    service=service, registry=registry, agent_version=version, generation=generation)
 
 
 class Exporter:
@@ -184,11 +188,14 @@ class Exporter:
                                 "(OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none)")
         self.telemetry = MutationTelemetry(self.pipeline.tracer_provider, self.pipeline.meter_provider,
                                            capture_content=False)
+        self.files = RecordedFiles()
 
     def observer(self, audit: SessionAudit, *, agent: str | None, registry: LiteralRegistry) -> Backfill:
-        """The observer that backfills one session (`session_backfill`)."""
+        """The observer that backfills one session file (`session_backfill`): a file of a loop reported before in
+        the run that opens with another record is the session continued in it (rotated), its next generation."""
+        generation = self.files.generation(audit.loop_id, file_opening(Path(audit.path)))
         return session_backfill(audit, self.telemetry, lambda: self.pipeline.force_flush(TIMEOUT_S), agent=agent,
-                                service=self.service, registry=registry)
+                                service=self.service, registry=registry, generation=generation)
 
     def close(self) -> None:
         """Flush and stop; BackfillError when any export failed or did not finish in time."""

@@ -114,10 +114,11 @@ class MutationTelemetry:
         except Exception as exc:  # noqa: BLE001
             self.failure("end", exc)
 
-    def renumber(self, loop_id: str) -> None:
-        """Number the loop's reports from 1 again: a backfill reports its session from the top, resumed or not,
-        as the same instance on every run (`sequence.recorded_instance`)."""
-        self._sequences.renumber(loop_id, recorded_instance(loop_id))
+    def renumber(self, loop_id: str, generation: int = 0) -> None:
+        """Number the loop's reports from 1 again: a backfill reports its session's file (the session's
+        `generation`-th, see `sequence`) from the top, resumed or not, as the same instance on every run
+        (`sequence.recorded_instance`)."""
+        self._sequences.renumber(loop_id, recorded_instance(loop_id, generation))
 
     def number_unsent(self, report: Report) -> None:
         """Number a report whose span an earlier run already sent (a resumed backfill skips it), so the

@@ -6,8 +6,10 @@ started: identified from its first complete records, then audited by a thread of
 old sessions are freed as soon as they are caught up), its thread ends and its memory is freed (the
 file is still watched: it resumes from the start with the spans already made skipped, see `live`);
 shorter than what was read, or another file at the same path (rotated), it is read again from
-its start; gone, it is dropped. Each of these is one line on stderr, never a traceback. A file
-in another format than Claude Code, Codex or Gemini CLI is reported once and left alone.
+its start (one that opens with another record than the file before is the session continued in it,
+numbered as its next file: `_number`); gone, it is dropped. Each of these is one line on stderr,
+never a traceback. A file in another format than Claude Code, Codex or Gemini CLI is reported once
+and left alone.
 
 With ``once`` (``ctxwatch watch --once``) nothing runs in the background: `catch_up` reads what
 the file holds now and returns.
@@ -19,13 +21,15 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from ..literals import LiteralRegistry
 from ..replay.audit import feed
 from ..report import Finding
 from ..sessions import Session, SessionReadError, detect_session_format, read_session
-from .identity import AGENTS, HEAD_BYTES, ServiceLabels, SessionIdentity, head_records, identify
+from ..telemetry.sequence import Generation
+from .identity import AGENTS, HEAD_BYTES, ServiceLabels, SessionIdentity, head_records, identify, opening
 from .live import Emitter, LiveSession, Note, SessionBackfill
 from .state import FileState
 from .tail import Tail
@@ -106,7 +110,7 @@ class Follower:
     def checkpoint(self) -> FileState:
         """The state to persist now (spans counted so far; the flush that follows exports them)."""
         self._progress()
-        return FileState(self.state.inode, self.state.offset, self.state.line, self.state.spans)
+        return replace(self.state)
 
     def stop(self) -> None:
         """End the session's thread (its stream ends, what it read is emitted) and wait for it."""
@@ -123,7 +127,7 @@ class Follower:
     def _restart(self, inode: int, why: str) -> None:
         self.note(f"{self.path}: {why}")
         self._end_thread()
-        self.state = FileState(inode=inode)
+        self.state = FileState(inode=inode, generation=self.state.generation, opening=self.state.opening)
         self.identity, self.format, self.ignored, self._seen = None, None, False, None
 
     def _activate(self) -> None:
@@ -163,9 +167,22 @@ class Follower:
             self.ignored = True
             return False
         self.format = fmt
+        self._number(opening(head, self._is_document()))
         self.identity = identify(self.path, fmt, head_records(head, self.path.suffix == ".json"))
         self.service = self.services.label(self.identity.project)
         return True
+
+    def _number(self, first_record: str) -> None:
+        """Which file of its session this is (`telemetry.sequence.Generation`): opening with another record than
+        the file followed at this path before, the session continued in it (rotated), numbered afresh as the
+        session's next generation; opening with the same one, that file read again."""
+        state = self.state
+        was = state.generation
+        state.generation, state.opening = Generation(state.generation, state.opening).of(first_record)
+        if state.generation != was:
+            state.spans = 0
+            self.note(f"{self.path}: opens with another record than the file read before: the session continued "
+                      f"in it, numbered as its file {state.generation + 1}")
 
     def _wait(self) -> bool:
         """Whether the stream goes on: blocks until the file changes, unless stopping or ``--once``."""
@@ -198,7 +215,7 @@ class Follower:
         assert self.identity is not None
         registry = LiteralRegistry()
         backfill = self._backfill = self.emitter.backfill(self.identity, self.service, self.state.spans, registry,
-                                                                  self.note)
+                                                                  self.note, generation=self.state.generation)
         try:
             feed(session, self.emitter.audit(session, self.identity, registry), backfill, final=False)
         finally:

@@ -111,10 +111,10 @@ class Emitter:
         self.config = config or DetectorConfig()
 
     def backfill(self, identity: SessionIdentity, service: str, skip: int, registry: LiteralRegistry,
-                 note: Note) -> SessionBackfill:
+                 note: Note, *, generation: int = 0) -> SessionBackfill:
         return SessionBackfill(self.telemetry, self.flush, loop_id=identity.loop_id, agent=identity.agent,
                                service=service, registry=registry, agent_version=identity.version, skip=skip,
-                               note=note)
+                               note=note, generation=generation)
 
     def audit(self, session: Session, identity: SessionIdentity, registry: LiteralRegistry) -> Auditor:
         audit = SessionAudit(str(session.path), identity.loop_id, self.config, format=session.format)

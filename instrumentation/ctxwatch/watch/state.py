@@ -1,8 +1,11 @@
 """The watcher's state file: per followed file, how far it was read and how many spans it made.
 
-One small JSON document (``{"version": 1, "files": {path: {"inode", "offset", "line", "spans"}}}``),
-written whole to a temporary file beside it and renamed over it, so a crash leaves the old or the
-new state, never half of one. It holds paths, offsets and counts: no session content. A state file
+One small JSON document (``{"version": 1, "files": {path: {"inode", "offset", "line", "spans",
+"generation", "opening"}}}``), written whole to a temporary file beside it and renamed over it, so a
+crash leaves the old or the new state, never half of one. It holds paths, offsets, counts and the
+digest of each file's first record (`identity.opening`: which file of its session it is, the session's
+`generation`, see `telemetry.sequence`; an entry written before these two fields reads as the first
+file, opening unknown): no session content. A state file
 that cannot be read is reported in one line and the watcher starts afresh (sessions are read
 again, and spans already sent are sent again, rather than lost). Default place:
 ``$XDG_STATE_HOME/ctxwatch/watch.json`` (``~/.local/state/ctxwatch/watch.json``).
@@ -21,12 +24,15 @@ STATE_VERSION = 1
 
 @dataclass
 class FileState:
-    """How far one file was read (`offset` bytes, `line` lines) and the spans its session produced."""
+    """How far one file was read (`offset` bytes, `line` lines), the spans its session produced in it, and which
+    file of its session it is (`generation`, `opening`: `telemetry.sequence.Generation`)."""
 
     inode: int = 0
     offset: int = 0
     line: int = 0
     spans: int = 0
+    generation: int = 0
+    opening: str = ""
 
 
 def default_state_path(environ: Mapping[str, str] = os.environ) -> Path:
@@ -51,8 +57,9 @@ def load_state(path: Path) -> dict[str, FileState]:
     out = {}
     for name, entry in doc["files"].items():
         try:
-            out[name] = FileState(**{k: int(entry[k]) for k in ("inode", "offset", "line", "spans")})
-        except (KeyError, TypeError, ValueError):
+            out[name] = FileState(**{k: int(entry[k]) for k in ("inode", "offset", "line", "spans")},
+                                  generation=int(entry.get("generation", 0)), opening=str(entry.get("opening", "")))
+        except (KeyError, TypeError, ValueError, AttributeError):
             raise StateError(f"state file {path}: bad entry for {name}") from None
     return out
 
