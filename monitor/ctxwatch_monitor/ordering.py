@@ -39,10 +39,11 @@ Jumps: a span numbered more than `window` past the furthest span of the loop's r
 is not held as the others are, to be applied once its gap is given up: it would become the loop's
 position, and every genuine span after it late. Anyone who knows a loop id can number a span so (a
 recorded session's instance is computable, `ctxwatch.telemetry.sequence.recorded_instance`). It is
-held aside (`far_ahead`) until a second span within `window` of it corroborates it (what a sparse
-head sampler sends next); the two then join the held spans and are ordered as they are. So one forged
-span numbered far ahead changes nothing the loop shows (it is dropped when another span far ahead
-replaces it), as one forged episode number or instance id does not.
+held aside (`far_ahead`, at most `window` of them: past that the one numbered furthest goes) until a
+second span within `window` of it corroborates it (what a sparse head sampler sends next); the two then
+join the held spans and are ordered as they are, and one held aside that the run comes within `window`
+of joins them too (a flush whose last batch arrives first). So one forged span numbered far ahead
+changes nothing the loop shows, as one forged episode number or instance id does not.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ class LoopOrder:
         self.instance: str | None = None                 # the guard instance whose numbering the loop follows
         self.candidate_instance: str | None = None       # ... and the candidate episode's (another: a restart)
         self.left: tuple[str | None, ...] = ()           # the instances the loop left, the last one first
-        self.far_ahead: dict[int, MutationRecord] = {}  # spans of the run numbered past the window, uncorroborated
+        self.far_ahead: dict[int, MutationRecord] = {}  # spans of the run numbered past the window, alone
 
     @property
     def waiting(self) -> bool:
@@ -237,22 +238,26 @@ class Sequencer:
         self._drain(loop, now)
 
     def _far_ahead(self, loop: Any, record: MutationRecord, now: float) -> bool:
-        """Hold aside a span numbered more than `window` past the run's furthest; once a second one within `window`
-        of it has come, move them to the held spans (see the module docstring). False for a duplicate."""
+        """Hold aside a span numbered more than `window` past the run's furthest; with one held aside within `window`
+        of it, both join the held spans (see the module docstring). False when it is not kept (a duplicate, or
+        the one numbered furthest of `window` + 1 held aside)."""
         order: LoopOrder = loop.order
         sequence = record.sequence
         if sequence is None or sequence in order.far_ahead:
             return False
-        if not any(abs(sequence - other) <= self.window for other in order.far_ahead):
-            order.far_ahead = {}  # what was held aside had no neighbour: this one replaces it
-        order.far_ahead[sequence] = record
-        if len(order.far_ahead) >= EPISODE_CONFIRMATIONS:
-            order.pending.update(order.far_ahead)
-            order.far_ahead = {}
-            if order.since is None:
-                order.since = now
-            while len(order.pending) > self.window:
-                self._skip_gap(loop, now, "the reorder window is full")
+        near = [other for other in order.far_ahead if abs(sequence - other) <= self.window]
+        if not near:
+            order.far_ahead[sequence] = record
+            if len(order.far_ahead) > self.window:  # bounded: the one numbered furthest goes (a forger's first)
+                del order.far_ahead[max(order.far_ahead)]
+            return sequence in order.far_ahead
+        order.pending[sequence] = record
+        for other in near:
+            order.pending[other] = order.far_ahead.pop(other)
+        if order.since is None:
+            order.since = now
+        while len(order.pending) > self.window:
+            self._skip_gap(loop, now, "the reorder window is full")
         return True
 
     def _candidate(self, loop: Any, record: MutationRecord, now: float) -> bool:

@@ -96,7 +96,8 @@ def test_a_far_ahead_span_reached_by_the_spans_before_it_is_applied_in_order(eng
     assert view["source"] == "monitor" and _late(engine) == 0
 
 
-def test_a_forged_far_ahead_span_is_dropped_for_a_genuine_pair_and_survives_the_state_file(engine: Engine) -> None:
+def test_a_forged_far_ahead_span_stays_aside_while_a_genuine_pair_is_followed_and_survives_the_state_file(
+        engine: Engine) -> None:
     genuine = Process("pair", "0b5d0b0e-0000-4000-8000-00000000000c")
     forger = Process("pair", genuine.instance)
     engine.apply(spans_of(genuine.append(), _numbered(forger, forger.append(), 10**12)))
@@ -107,4 +108,19 @@ def test_a_forged_far_ahead_span_is_dropped_for_a_genuine_pair_and_survives_the_
     engine.apply(spans_of(_numbered(genuine, genuine.append(), 300), genuine.append()))  # 300, 301: a genuine pair
     _give_up_gaps(engine, "pair")
     view = _view(engine, "pair")
-    assert (view["sequence"], view["held"], view["far_ahead"]) == (301, 0, 0)
+    assert (view["sequence"], view["held"], view["far_ahead"]) == (301, 0, 1)
+
+
+def test_shuffled_spans_far_apart_are_all_kept_and_a_flood_held_aside_is_bounded(engine: Engine) -> None:
+    shuffled = Process("shuffled", "0b5d0b0e-0000-4000-8000-00000000000d")
+    spans = [shuffled.cycle(*c) for c in healthy_cycles(300)]
+    engine.apply(spans_of(spans[0], spans[149], spans[299]))  # far apart, each alone: none lost
+    assert _view(engine, "shuffled")["far_ahead"] == 2
+    engine.apply(spans_of(*spans[1:149], *spans[150:299]))
+    view = _view(engine, "shuffled")
+    assert (view["sequence"], view["held"], view["far_ahead"], view["source"]) == (300, 0, 0, "monitor")
+    window = engine.config.order_window
+    forger = Process("shuffled", shuffled.instance)
+    engine.apply(spans_of(*[_numbered(forger, forger.append(), 10**12 + n * 1000) for n in range(window + 5)]))
+    assert _view(engine, "shuffled")["far_ahead"] == window  # the ones numbered furthest went
+    assert _view(engine, "shuffled")["sequence"] == 300
