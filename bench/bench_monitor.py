@@ -23,6 +23,11 @@ Phases:
    protobuf in interleaved rounds, with two baselines of the same run: `json.loads` alone of the JSON bodies
    (the floor of any JSON decoder) and `decode_json_reference` (every span read by json_format): spans/s of
    each, and the ratios of the medians
+8. hostile sender: a well-behaved OTLP/JSON sender (ids in hex: the fast reader) alone, and while a second
+   client address posts as much in protobuf's own JSON mapping (base64 ids: every span read by
+   json_format, the slow path), and beside a second well-behaved sender (the fair share); once on a monitor
+   with the default per-client slow-path budget and once with it off (`--slow-path-rate 0`), same run: the
+   well-behaved sender's spans/s and latency each way, the ratios to alone, and what the other got
 
 Prints min / median / max of the throughput of the runs, p50/p99 latency, RSS, and the ratio of the
 full path to the decode ceiling measured in the same run. Loopback only; bounded in time.
@@ -57,6 +62,7 @@ from ctxwatch_monitor.records import RESOURCE_KEYS, SPAN_KEYS
 SPANS_PER_REQUEST = 512
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 CONTENT_TYPES = {"protobuf": PROTOBUF, "json": {"Content-Type": "application/json"}}
+HOSTILE_ADDRESS = "127.0.0.2"  # loopback too: another client address to the monitor
 
 
 # --- load ------------------------------------------------------------------------------------------
@@ -156,8 +162,10 @@ class Monitor:
                 raise SystemExit("monitor not ready")
             time.sleep(0.05)
 
-    def connection(self) -> http.client.HTTPConnection:
-        return http.client.HTTPConnection(self.host, self.port, timeout=120)
+    def connection(self, source: str | None = None) -> http.client.HTTPConnection:
+        """A connection to the monitor, from the loopback address `source` (another client) if given."""
+        return http.client.HTTPConnection(self.host, self.port, timeout=120,
+                                          source_address=(source, 0) if source else None)
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
         try:
@@ -185,8 +193,9 @@ class Run:
     connections and by successive runs, so every loop's cycles are sent in order, each once."""
 
     def __init__(self, monitor: Monitor, path: str, bodies: list[bytes], threads: int,
-                 headers: dict[str, str] = PROTOBUF) -> None:
+                 headers: dict[str, str] = PROTOBUF, source: str | None = None) -> None:
         self.monitor, self.path, self.bodies, self.threads, self.headers = monitor, path, bodies, threads, headers
+        self.source = source
         self.statuses: dict[int, int] = {}
         self.latencies: list[float] = []
         self.slices: list[float] = []   # spans/s of each run
@@ -201,7 +210,7 @@ class Run:
         stop = start + seconds
 
         def worker() -> None:
-            conn = self.monitor.connection()
+            conn = self.monitor.connection(self.source)
             while time.monotonic() < stop:
                 k = next(self._next)  # one C call: atomic under the GIL
                 body = for_pass(bodies[k % len(bodies)], k // len(bodies))
@@ -212,7 +221,7 @@ class Run:
                     response.read()
                     status = response.status
                 except OSError:
-                    status, conn = 0, self.monitor.connection()
+                    status, conn = 0, self.monitor.connection(self.source)
                 elapsed = time.perf_counter() - sent
                 with lock:
                     self.statuses[status] = self.statuses.get(status, 0) + 1
@@ -414,6 +423,51 @@ def decode_cost(args: argparse.Namespace, workdir: Path) -> None:
           f"json/json_format {median['json'] / median['json_format']:.2f}")
 
 
+def hostile_sender(args: argparse.Namespace, workdir: Path) -> None:
+    def requests(first_loop: int) -> list[bytes]:
+        return [build_request(first_loop + first, args.loops_per_request, cycle)
+                for cycle in range(0, 40, max(1, SPANS_PER_REQUEST // args.loops_per_request))
+                for first in range(0, args.loops, args.loops_per_request)]
+
+    polite = [as_otlp_json(body) for body in requests(0)]
+    neighbour = [as_otlp_json(body) for body in requests(1_000_000)]
+    slow = [json.dumps(json_format.MessageToDict(ExportTraceServiceRequest.FromString(body)),
+                       separators=(",", ":")).encode() for body in requests(2_000_000)]
+    headers = CONTENT_TYPES["json"]
+    print(f"hostile sender  : {args.threads} well-behaved connections (OTLP/JSON, hex ids) from 127.0.0.1, alone, "
+          f"then beside {args.threads} more from {HOSTILE_ADDRESS} sending as much: well-behaved too (the fair "
+          f"share; these two interleaved), then hostile (base64 ids: every span read by json_format, pushing "
+          f"all along); {args.hostile_seconds:g} s each, in runs of {args.slice_seconds:g} s")
+    for label, extra in (("budget on ", ()), ("budget off", ("--slow-path-rate", "0"))):
+        monitor = Monitor(workdir / f"hostile-{label.strip()}.sqlite3", *extra)
+        try:
+            alone, fair, beside = (Run(monitor, "/v1/traces", polite, args.threads, headers) for _ in range(3))
+            others = {fair: Run(monitor, "/v1/traces", neighbour, args.threads, headers, source=HOSTILE_ADDRESS),
+                      beside: Run(monitor, "/v1/traces", slow, args.threads, headers, source=HOSTILE_ADDRESS)}
+            while fair.seconds < args.hostile_seconds:
+                alone.run(args.slice_seconds)
+                pushing = threading.Thread(target=others[fair].run, args=(args.slice_seconds,))
+                pushing.start()
+                fair.run(args.slice_seconds)
+                pushing.join()
+            # the hostile one pushes all along (its budget refills only while it pushes: the steady state)
+            pushing = threading.Thread(target=others[beside].run, args=(args.hostile_seconds + 1,))
+            pushing.start()
+            while beside.seconds < args.hostile_seconds:
+                beside.run(args.slice_seconds)
+            pushing.join()
+            reads = _sample(monitor.get("/metrics")[1].decode(), "ctxwatch_monitor_slow_path_reads_total")
+            print(f"  {label}: alone {_mmm(alone.slices)} spans/s (p50 {alone.latency(0.5):.0f} ms)")
+            for name, measured in (("beside a well-behaved one", fair), ("beside the hostile one  ", beside)):
+                print(f"  {label}: {name} {_mmm(measured.slices)} spans/s (p50 {measured.latency(0.5):.0f} ms, "
+                      f"p99 {measured.latency(0.99):.0f} ms), ratio to alone "
+                      f"{statistics.median(measured.slices) / statistics.median(alone.slices):.2f}, statuses "
+                      f"{measured.statuses}; the other's statuses {others[measured].statuses}")
+            print(f"  {label}: {reads:,.0f} spans read by the slow path")
+        finally:
+            monitor.stop()
+
+
 def idle_connections(args: argparse.Namespace, workdir: Path) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = args.idle_connections + 256
@@ -457,7 +511,10 @@ def main() -> None:
     parser.add_argument("--probes", type=int, default=200, help="/healthz probes per measurement")
     parser.add_argument("--idle-connections", type=int, default=1000)
     parser.add_argument("--decode-rounds", type=int, default=7, help="rounds of the decode phase (default 7)")
-    parser.add_argument("--only", choices=("throughput", "scale", "budget", "idle", "decode"), action="append",
+    parser.add_argument("--hostile-seconds", type=float, default=40.0,
+                        help="well-behaved sender's time alone, and beside each other sender, per monitor (default 40)")
+    parser.add_argument("--only", choices=("throughput", "scale", "budget", "idle", "decode", "hostile"),
+                        action="append",
                         help="run only these phases (repeatable; default all)")
     args = parser.parse_args()
     if args.loops < 100:
@@ -466,7 +523,7 @@ def main() -> None:
         os.sched_setaffinity(0, {1})
     with tempfile.TemporaryDirectory(prefix="ctxwatch-bench-") as tmp:
         phases = {"throughput": throughput, "scale": scale, "budget": budget, "idle": idle_connections,
-                  "decode": decode_cost}
+                  "decode": decode_cost, "hostile": hostile_sender}
         for name, phase in phases.items():
             if (args.only is None and not (name == "scale" and args.skip_scale)) or name in (args.only or ()):
                 phase(args, Path(tmp))

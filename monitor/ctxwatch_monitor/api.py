@@ -74,7 +74,12 @@ class LoopSummary(BaseModel):
     instance: str | None = Field(description="The guard instance (ctxwatch.guard.instance.id) whose spans the loop "
                                              "follows; null for guards that send none.")
     candidate_instance: str | None = Field(description="Another guard instance seen for this loop (a restarted "
-                                                       "process), held aside until a second span of it confirms it.")
+                                                       "process), held aside until a second span of it confirms it, "
+                                                       "or, when its one span opens its numbering, until it has "
+                                                       "waited order_wait with none of the loop's own meanwhile.")
+    unconfirmed_from: str | None = Field(description="The instance the loop followed before a lone span of "
+                                                     "`instance` took it over; until `instance` sends again, a span "
+                                                     "of it numbered past where it stopped gives the loop back to it.")
     status: str = Field(description="On-call status: healthy, refusing, contracting, blocked, halted or idle "
                                     "(docs/monitor.md, \"Loop status\").")
     before_idle: str | None = Field(description="The status the loop had when it went idle (null unless idle).")
@@ -125,7 +130,7 @@ class LoopPage(BaseModel):
 
 
 class Alarm(LoopSummary):
-    alarm: str = Field(description="active (alarming now), stopped (went idle after an alarm) or resolved "
+    alarm: str = Field(description="active (alarming now), stopped (went idle in an alarm) or resolved "
                                    "(left the alarm), the last two for alarm_retention seconds.")
 
 
@@ -166,6 +171,7 @@ def summary(loop: LoopState) -> dict[str, Any]:
             "held": len(loop.order.pending), "far_ahead": len(loop.order.far_ahead),
             "candidate_episode": loop.order.candidate,
             "instance": loop.order.instance, "candidate_instance": loop.order.candidate_instance,
+            "unconfirmed_from": None if loop.order.unconfirmed is None else loop.order.unconfirmed[0],
             "status": oncall.status, "before_idle": oncall.before_idle, "halted_time": oncall.halted_time,
             "blocked_time": oncall.blocked_time, "blocked_reason": oncall.blocked_reason,
             "last_refusal": oncall.last_refusal, "cache": oncall.cache_costs(), "first_seen": loop.first_seen,

@@ -43,6 +43,8 @@ class MonitorConfig:
     max_body_bytes: int = 16 * 1024 * 1024
     max_inflight: int = 16
     max_inflight_per_client: int = 8
+    slow_path_rate: float = 32.0  # spans and resources a client may have read by a slow decoding path, a second
+    slow_path_burst: int = 1024   # ... saved up at most (two SDK batches); 32 a second: <= 5% of the state thread
     max_loops: int = 200_000
     loop_ttl: float = 86_400.0
     history: int = 32
@@ -107,6 +109,13 @@ def _seconds(text: Any) -> float:
     return value
 
 
+def _rate(text: Any) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("must be a finite number >= 0 (0: no limit)")
+    return value
+
+
 def _positive_seconds(text: Any) -> float:
     value = _seconds(text)
     if value == 0:
@@ -152,6 +161,9 @@ _OPTIONS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "max_body_bytes": (_positive_int, "largest request body, after decompression (bytes)"),
     "max_inflight": (_positive_int, "ingest requests (traces and metrics) admitted at once; more get 429"),
     "max_inflight_per_client": (_positive_int, "ingest requests admitted at once from one client address"),
+    "slow_path_rate": (_rate, "spans and resources per second one client address may have read by a slow "
+                              "decoding path (json_format, protobuf span by span); past it 429 (0: no limit)"),
+    "slow_path_burst": (_positive_int, "slow reads one client address may save up (the largest such request)"),
     "max_loops": (_positive_int, "loops tracked at most; the least recently seen are evicted"),
     "loop_ttl": (_seconds, "forget a loop not seen for this long (seconds, 0 = never)"),
     "history": (_positive_int, "cycles of history kept per loop"),

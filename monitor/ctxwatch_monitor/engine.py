@@ -77,7 +77,7 @@ class Engine:
         self.detector_config = detector_config(dict(config.contraction))
         self.store = LoopStore(instruments, config.max_loops, config.loop_ttl)
         self.sequencer = Sequencer(config.order_window, config.order_wait, self._apply_in_order, self._new_episode)
-        self.waiting: set[str] = set()  # loops holding spans that arrived ahead of their turn
+        self.waiting: set[str] = set()  # loops holding spans that wait for their turn (`LoopOrder.waiting`)
         self.ready = False
         self.disk_error: str | None = None  # why the last write to the state file failed, until one succeeds
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxwatch-state")
@@ -271,18 +271,15 @@ class Engine:
         self.store.set_status(loop, loop.oncall.status_for(loop.state, self.config.refusing_for), at)
 
     def expire_gaps(self) -> int:
-        """Give up the gaps held spans have waited for long enough (`order_wait`); persist what that applied.
-        Returns how many loops still hold spans."""
+        """Give up the gaps held spans have waited for long enough (`order_wait`), take the lone spans of
+        restarts that waited as long for one; persist what that applied. Returns how many loops still wait."""
         now = time.time()
         changed = False
         for loop_id in list(self.waiting):
             loop = self.store.get(loop_id)
-            if loop is not None:
-                before = loop.order.next
-                self.sequencer.expire(loop, now)
-                if loop.order.next != before:
-                    changed = True
-                    self.store.dirty.add(loop_id)
+            if loop is not None and self.sequencer.expire(loop, now):
+                changed = True
+                self.store.dirty.add(loop_id)
             if loop is None or not loop.order.waiting:
                 self.waiting.discard(loop_id)
         if changed:

@@ -4,9 +4,10 @@ Order of refusals: 401 (token), 415 (content type or encoding), 413 (declared le
 `Receiver`: 503 (state not loaded or not writable), 429 (more than `max_inflight` requests
 admitted, HTTP and gRPC together, or `max_inflight_per_client` from the client's address:
 `admission`), then the body is read with the decompressed-size cap (413), decoded (400, never
-retried), applied and committed (requests queued meanwhile share the transaction: `batches`)
-before the answer. Spans that are individually invalid are reported in `partial_success`. 429 and
-503 carry `Retry-After`; `grpc_server` maps the same refusals to gRPC codes. `POST /v1/metrics` goes
+retried; 429 once the client's budget of slow reads is spent: `slow_path`), applied and committed
+(requests queued meanwhile share the transaction: `batches`) before the answer. Spans that are
+individually invalid are reported in `partial_success`. 429 and 503 carry `Retry-After`;
+`grpc_server` maps the same refusals to gRPC codes. `POST /v1/metrics` goes
 through the same admission and body cap, then drops the body. Admitted requests are bounded, so
 memory held by request bodies is at most `max_inflight * max_body_bytes` however fast clients
 send; a client that sends its body too slowly is cut off by the connection's body timeout
@@ -28,6 +29,7 @@ from .batches import GroupCommit
 from .engine import Engine, IngestResult, StateReset, Unavailable
 from .otlp_codec import DecodeError, decode, error_body, media_type, success_body
 from .records import RESOURCE_KEYS, SPAN_KEYS
+from .slow_path import SlowPathBudget, SlowPathSpent
 from .wire import WireError, declared_length_ok, guess_encoding, media_encoding, read_body
 
 _OPENAPI_BODY = {
@@ -56,12 +58,19 @@ class Receiver:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.admission = Admission(engine.config.max_inflight, engine.config.max_inflight_per_client)
+        self.slow_path = SlowPathBudget(engine.config.slow_path_rate, engine.config.slow_path_burst)
         self.loop: asyncio.AbstractEventLoop | None = None  # the event loop serving it, once started
         # decoded on the state thread too: one hand-off per batch, no GIL ping-pong with the event loop
         self.batches = GroupCommit(engine.call, self._apply_body, engine.commit, poison=(StateReset,))
 
-    def _apply_body(self, body: bytes, encoding: str) -> IngestResult:
-        return self.engine.apply(decode(body, encoding, SPAN_KEYS, RESOURCE_KEYS))
+    def _apply_body(self, body: bytes, encoding: str, client: str) -> IngestResult:
+        allowance = self.slow_path.allowance(client)
+        try:
+            spans = decode(body, encoding, SPAN_KEYS, RESOURCE_KEYS, allowance)
+        finally:
+            if allowance.reads:
+                self.engine.instruments.slow_path_reads.inc((encoding,), allowance.reads)
+        return self.engine.apply(spans)
 
     async def export(self, read: Callable[[], Awaitable[bytes]], encoding: str, *, client: str = "",
                      keep: bool = True) -> IngestResult:
@@ -78,12 +87,16 @@ class Receiver:
             body = await read()
             if not keep:
                 return IngestResult(0, 0, 0, "")
-            return await self.batches.submit(body, encoding)
+            return await self.batches.submit(body, encoding, client)
         except WireError as exc:
             raise Refusal(exc.status, exc.message) from None
         except DecodeError as exc:
             engine.instruments.decode_errors.inc((encoding,))
             raise Refusal(400, str(exc), field=exc.field) from None
+        except SlowPathSpent as exc:
+            engine.instruments.slow_path_refusals.inc((encoding,))
+            retry = exc.status == 429
+            raise Refusal(exc.status, f"{exc}; retry later" if retry else str(exc), retry=retry) from None
         except Unavailable as exc:
             raise Refusal(503, f"{exc}; retry later", retry=True) from None
         except StateReset as exc:

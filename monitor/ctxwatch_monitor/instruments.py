@@ -152,6 +152,14 @@ class Instruments:
                                      "Spans without ctxwatch.mutation.kind (not mutation spans), ignored.")
         self.decode_errors = Counter("ctxwatch_monitor_decode_errors_total",
                                      "Requests refused with 400 because the body could not be decoded.", ("encoding",))
+        self.slow_path_reads = Counter("ctxwatch_monitor_slow_path_reads_total",
+                                       "Spans and resources read by a slow decoding path (OTLP/JSON by json_format, "
+                                       "protobuf span by span), charged to their client's slow-path budget.",
+                                       ("encoding",))
+        self.slow_path_refusals = Counter("ctxwatch_monitor_slow_path_refusals_total",
+                                          "Export requests refused because their client's slow-path budget was spent "
+                                          "(429) or one request needed more than it saves up (413; slow_path_rate, "
+                                          "slow_path_burst).", ("encoding",))
         self.loops_tracked = Gauge("ctxwatch_monitor_loops_tracked", "Loops held in memory.")
         self.evictions = Counter("ctxwatch_monitor_loop_evictions_total",
                                  "Loops forgotten: reason=ttl (not seen within the TTL) or cap (least recently "
@@ -174,13 +182,15 @@ class Instruments:
                                   "Series left out of a /metrics render because a value could not be written.")
         # every known label value starts at 0, so rate() sees the first event and panels have data
         for encoding in (wire.PROTOBUF, wire.JSON):
-            self.decode_errors.inc((encoding,), 0)
+            for counter in (self.decode_errors, self.slow_path_reads, self.slow_path_refusals):
+                counter.inc((encoding,), 0)
         for reason in EVICTION_REASONS:
             self.evictions.inc((reason,), 0)
         families: list[Family] = [f.family for f in fleet]
         families += [self.onsets, self.loops, self.loop_status, *self.cache, self.series_overflow, self.requests,
                      self.request_duration,
                      self.spans_accepted, self.spans_rejected, self.spans_ignored, self.decode_errors,
+                     self.slow_path_reads, self.slow_path_refusals,
                      self.loops_tracked, self.evictions, self.db_write_duration, self.inflight, self.late_spans,
                      self.held_spans]
         self.metric_set = MetricSet(families, skipped=self.unwritable)

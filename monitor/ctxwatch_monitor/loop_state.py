@@ -165,16 +165,21 @@ class OncallState:
         an alarm (nobody saw it resolve), `CALM_RANK` for the others."""
         if self.status in ALARMING:
             return ALARM_RANK
-        return STOPPED_RANK if self.status == IDLE and self.before_idle in ALARMING else CALM_RANK
+        return STOPPED_RANK if self.stopped else CALM_RANK
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the loop went idle in an alarm (nobody saw it resolve), not after it had resolved."""
+        return self.status == IDLE and self.before_idle in ALARMING
 
     def alarm(self, now: float, retention: float) -> str | None:
-        """Whether the loop belongs on the alarm list: 'active' (alarming now), 'stopped' (idle after an
-        alarm) or 'resolved' (left the alarm) within `retention` seconds; else None."""
+        """Whether the loop belongs on the alarm list: 'active' (alarming now), 'stopped' (went idle in an
+        alarm) or 'resolved' (left the alarm, idle since or not) within `retention` seconds; else None."""
         if self.status in ALARMING:
             return "active"
         if self.alarm_end is None or now - self.alarm_end > retention:
             return None
-        return "stopped" if self.status == IDLE else "resolved"
+        return "stopped" if self.stopped else "resolved"
 
     def cache_costs(self) -> dict[str, int]:
         """The loop's cache figures summed, by name (`CACHE_FIELDS`; all 0 when none was reported)."""

@@ -35,6 +35,16 @@ with a new instance id therefore changes nothing the loop shows, as one forged e
 not; two forged spans take the loop over, as two of a new episode do (docs/monitor.md, "Restarts").
 Spans without an instance id behave as before instance ids existed (they are one instance).
 
+A restart that sends one span and goes quiet: the lone span of another instance is taken for a restart
+once it has waited `wait` seconds with no span of the loop's own run arriving meanwhile, provided it opens
+its numbering (sequence 1: what a restarted guard sends first; a straggler of an old run is numbered past
+it). The loop then starts the new run as for a confirmed restart, but the instance it left stays
+*unconfirmed* until the new instance sends a second span: until then a span of the instance left that goes
+on past where it stopped gives the loop back to it (a new run following that guard's reported state, the
+lone span held aside again as a candidate), while its spans behind that point stay late. So a lone span
+shows a real restart within `wait` seconds, and a lone span that was no restart (a straggler of an
+instance the loop never followed, or a forged one) holds a quiet loop only until its guard speaks again.
+
 Jumps: a span numbered more than `window` past the furthest span of the loop's run (applied or held)
 is not held as the others are, to be applied once its gap is given up: it would become the loop's
 position, and every genuine span after it late. Anyone who knows a loop id can number a span so (a
@@ -91,7 +101,7 @@ class LoopOrder:
     """Where a loop is in its guard's sequence, the spans held ahead of it, and whose state it shows."""
 
     __slots__ = ("next", "pending", "since", "candidate", "candidates", "candidate_seen", "previous", "source",
-                 "reason", "gap", "seen", "instance", "candidate_instance", "left", "far_ahead")
+                 "reason", "gap", "seen", "instance", "candidate_instance", "left", "unconfirmed", "far_ahead")
 
     def __init__(self) -> None:
         self.next = 1                                    # the sequence number expected next in the episode
@@ -109,11 +119,23 @@ class LoopOrder:
         self.candidate_instance: str | None = None       # ... and the candidate episode's (another: a restart)
         self.left: tuple[str | None, ...] = ()           # the instances the loop left, the last one first
         self.far_ahead: dict[int, MutationRecord] = {}  # spans of the run numbered past the window, alone
+        # after a lone span took the loop over: the instance left, where its numbering stopped, and that lone span
+        self.unconfirmed: tuple[str | None, int, MutationRecord] | None = None
+
+    @property
+    def lone(self) -> MutationRecord | None:
+        """The one span of another guard instance held aside, when it opens its numbering (sequence 1): what a
+        restarted guard sends first, which `Sequencer.expire` takes for a restart once it has waited."""
+        if self.candidate_instance == self.instance or len(self.candidates) != 1:
+            return None
+        (record,) = self.candidates.values()
+        return record if record.sequence == 1 else None
 
     @property
     def waiting(self) -> bool:
-        """Whether spans of the loop's episode wait for a missing one (a gap `Sequencer.expire` gives up)."""
-        return bool(self.pending)
+        """Whether spans wait for something `Sequencer.expire` decides in time: a missing one (a gap it gives
+        up), or a second span of a restart (a lone span it takes for one)."""
+        return bool(self.pending) or self.lone is not None
 
     @property
     def sequenced(self) -> bool:
@@ -125,7 +147,7 @@ class LoopOrder:
         """The state as stored with the loop (the common case, nothing held, written without the encoder:
         it is written for every loop a commit touches)."""
         if not (self.pending or self.candidates or self.reason or self.gap or self.since is not None
-                or self.candidate is not None or self.left or self.far_ahead):
+                or self.candidate is not None or self.left or self.unconfirmed is not None or self.far_ahead):
             previous = "null" if self.previous is None else int(self.previous)
             instance = "null" if self.instance is None else encode_basestring(self.instance)
             return (f'{{"next":{int(self.next)},"seen":{float(self.seen)!r},"previous":{previous},'
@@ -137,7 +159,9 @@ class LoopOrder:
                         "left": list(self.left),
                         "pending": [_stored(r) for r in self.pending.values()],
                         "candidates": [_stored(r) for r in self.candidates.values()],
-                        "far_ahead": [_stored(r) for r in self.far_ahead.values()]})
+                        "far_ahead": [_stored(r) for r in self.far_ahead.values()],
+                        "unconfirmed": None if self.unconfirmed is None else
+                        [self.unconfirmed[0], self.unconfirmed[1], _stored(self.unconfirmed[2])]})
 
     @classmethod
     def from_json(cls, text: str | None) -> LoopOrder:
@@ -154,6 +178,8 @@ class LoopOrder:
             order.pending = _by_sequence(map(_record, data.get("pending", ())))
             order.candidates = _by_sequence(map(_record, data.get("candidates", ())))
             order.far_ahead = _by_sequence(map(_record, data.get("far_ahead", ())))
+            if (unconfirmed := data.get("unconfirmed")) is not None:
+                order.unconfirmed = (unconfirmed[0], unconfirmed[1], _record(unconfirmed[2]))
         return order
 
 
@@ -175,15 +201,27 @@ class Sequencer:
         """Take one span: APPLIED (with those it released), HELD (ahead of a missing one, or a span of a
         candidate episode) or LATE (counted by the caller, not applied)."""
         order: LoopOrder = loop.order
+        outcome = self._offer(loop, order, record, now)
+        if order.unconfirmed is not None and record.instance == order.instance and outcome != LATE:
+            self._confirm(order)  # a second span of the instance a lone span brought in: a restart after all
+        return outcome
+
+    def _offer(self, loop: Any, order: LoopOrder, record: MutationRecord, now: float) -> str:
         sequence = record.sequence
         if sequence is None:
             raise ValueError("only a numbered span is sequenced (the engine applies the others directly)")
         if record.instance != order.instance:
             if order.sequenced:
-                if record.instance in order.left:
+                if order.unconfirmed is not None and record.instance == order.unconfirmed[0]:
+                    if sequence < order.unconfirmed[1]:
+                        return LATE
+                    self._resume(loop, record, now)  # it goes on: the lone span was no restart
+                elif record.instance in order.left:
                     return LATE
-                return HELD if self._candidate(loop, record, now) else LATE
-            order.instance = record.instance  # the loop's first numbered span names the instance it follows
+                else:
+                    return HELD if self._candidate(loop, record, now) else LATE
+            else:
+                order.instance = record.instance  # the loop's first numbered span names the instance it follows
         if sequence == order.next and record.episode == loop.episode and not (order.pending or order.far_ahead):
             order.next, order.seen = sequence + 1, now
             self._apply(loop, record, now)
@@ -210,11 +248,20 @@ class Sequencer:
             self._skip_gap(loop, now, "the reorder window is full")
         return HELD if held else APPLIED
 
-    def expire(self, loop: Any, now: float) -> None:
-        """Give up the gap a held span has waited `wait` seconds for; apply what follows it."""
+    def expire(self, loop: Any, now: float) -> bool:
+        """Give up the gap a held span has waited `wait` seconds for, and apply what follows it; take a lone
+        span of another instance that has waited as long, with none of the loop's own since, for a restart
+        (see the module docstring). Returns whether anything was applied."""
         order: LoopOrder = loop.order
+        applied = False
         while order.pending and order.since is not None and now - order.since >= self.wait:
             self._skip_gap(loop, now, f"not received within {self.wait:g} s")
+            applied = True
+        if (not order.pending and order.lone is not None and now - order.candidate_seen >= self.wait
+                and order.seen < order.candidate_seen):
+            self._switch(loop, now, restart=True, lone=True)
+            applied = True
+        return applied
 
     def _drain(self, loop: Any, now: float) -> None:
         order: LoopOrder = loop.order
@@ -281,12 +328,25 @@ class Sequencer:
         restart = order.candidate_instance != order.instance
         if not restart and order.candidate < loop.episode and order.candidate_seen - order.seen < self.wait:
             return  # they came while the loop's own episode went on: they may be spans of an episode before
+        self._switch(loop, now, restart)
+
+    def _switch(self, loop: Any, now: float, restart: bool, lone: bool = False) -> None:
+        """Start the loop's candidate episode (a new run of another instance when `restart`; brought in by a
+        lone span, the instance left stays unconfirmed)."""
+        order: LoopOrder = loop.order
+        if order.candidate is None:
+            raise ValueError("no candidate episode to switch to")
         while order.pending:  # what the episode left behind is applied before it ends
             self._skip_gap(loop, now, "another guard instance took the loop over" if restart else "its episode ended")
         held, left = order.candidates, loop.episode
         self._new_episode(loop, order.candidate, now)
         if restart:  # every span of the instance left is late from now on: it cannot clear its successor's state
-            order.left = (order.instance, *order.left)[:MAX_LEFT_INSTANCES]
+            if order.unconfirmed is not None:
+                self._confirm(order)
+            if lone:  # ... except, until the new instance sends again, where it goes on past where it stopped
+                order.unconfirmed = (order.instance, order.next, next(iter(held.values())))
+            else:
+                order.left = (order.instance, *order.left)[:MAX_LEFT_INSTANCES]
             order.instance, order.previous = order.candidate_instance, None
         else:
             order.previous = left
@@ -294,3 +354,29 @@ class Sequencer:
         order.next, order.pending, order.since, order.seen, order.far_ahead = 1, held, now, now, {}
         order.source, order.reason, order.gap = MONITOR, None, None
         self._drain(loop, now)
+
+    def _confirm(self, order: LoopOrder) -> None:
+        """The restart a lone span brought in stands: the instance it left joins the instances left."""
+        if order.unconfirmed is not None:
+            order.left = (order.unconfirmed[0], *order.left)[:MAX_LEFT_INSTANCES]
+            order.unconfirmed = None
+
+    def _resume(self, loop: Any, record: MutationRecord, now: float) -> None:
+        """The instance a lone span took the loop from goes on past where it stopped: the loop goes back to it,
+        in a new run that follows that guard's reported state (the monitor's detector of its run was reset),
+        and the lone span is held aside again as a candidate."""
+        order: LoopOrder = loop.order
+        if order.unconfirmed is None:
+            raise ValueError("no unconfirmed restart to undo")
+        instance, stopped, lone = order.unconfirmed
+        brought = order.instance
+        while order.pending:
+            self._skip_gap(loop, now, f"guard instance {instance} went on")
+        self._new_episode(loop, record.episode, now)
+        order.unconfirmed, order.instance, order.previous = None, instance, None
+        order.next, order.pending, order.since, order.seen, order.far_ahead = stopped, {}, None, now, {}
+        order.source, order.gap = GUARD, None
+        order.reason = (f"a lone span of guard instance {brought} was taken for a restart, then instance {instance} "
+                        f"went on: the loop follows the state that guard reports")
+        order.candidate, order.candidate_instance = lone.episode, brought
+        order.candidates, order.candidate_seen = _by_sequence((lone,)), now

@@ -14,7 +14,8 @@ message, the reference for what OTLP/JSON means here (an integer outside int64, 
 one AnyValue are its refusals; unknown fields are ignored, trace and span ids are read as hex, as the OTLP JSON
 mapping says). `decode_json_reference` reads every object with json_format (the oracle of the tests, the
 baseline of the benchmark). A request that cannot be read at all raises `DecodeError` (HTTP 400, never
-retried), naming the field.
+retried), naming the field. Every read by a slow path (json_format, protobuf span by span) is announced to
+the caller's `slow` first, which may stop the decoding (the per-client budget: `slow_path`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import base64
 import contextlib
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
 from google.protobuf import any_pb2, json_format
@@ -64,17 +65,27 @@ class RawSpan(NamedTuple):
     problem: str | None = None
 
 
-def decode(body: bytes, encoding: str, span_keys: Collection[str], resource_keys: Collection[str]) -> list[RawSpan]:
-    """Decode a request body; keep the values of `span_keys` and `resource_keys` attributes."""
+SlowRead = Callable[[], None]  # called before each read by a slow path; raises to stop decoding (`slow_path`)
+
+
+def _unlimited() -> None:
+    return None
+
+
+def decode(body: bytes, encoding: str, span_keys: Collection[str], resource_keys: Collection[str],
+           slow: SlowRead = _unlimited) -> list[RawSpan]:
+    """Decode a request body; keep the values of `span_keys` and `resource_keys` attributes. `slow()` is called
+    before each span or resource read by a slow path (json_format; protobuf span by span), and whatever it
+    raises stops the decoding (`slow_path.SlowPathSpent`)."""
     if encoding == PROTOBUF:
-        return _decode_protobuf(body, span_keys, resource_keys)
-    return _decode_json(body, span_keys, resource_keys, fast=True)
+        return _decode_protobuf(body, span_keys, resource_keys, slow)
+    return _decode_json(body, span_keys, resource_keys, slow)
 
 
 def decode_json_reference(body: bytes, span_keys: Collection[str], resource_keys: Collection[str]) -> list[RawSpan]:
     """Decode an OTLP/JSON body as `decode` does, but every resource and span by `json_format`: the reference
     the fast reader is checked against (tests) and measured against (bench/bench_monitor.py)."""
-    return _decode_json(body, span_keys, resource_keys, fast=False)
+    return _decode_json(body, span_keys, resource_keys, None)
 
 
 # -- protobuf -------------------------------------------------------------------------------------
@@ -102,12 +113,13 @@ def _pb_attributes(attributes: Any, keys: Collection[str]) -> dict[str, Any]:
 _PB_ERRORS = (_PbDecodeError, RuntimeError, ValueError)
 
 
-def _decode_protobuf(body: bytes, span_keys: Collection[str], resource_keys: Collection[str]) -> list[RawSpan]:
+def _decode_protobuf(body: bytes, span_keys: Collection[str], resource_keys: Collection[str],
+                     slow: SlowRead) -> list[RawSpan]:
     request = ExportTraceServiceRequest()
     try:
         request.ParseFromString(body)
     except _PB_ERRORS:
-        return _decode_protobuf_by_span(body, span_keys, resource_keys)
+        return _decode_protobuf_by_span(body, span_keys, resource_keys, slow)
     spans: list[RawSpan] = []
     for r, resource_spans in enumerate(request.resource_spans):
         resource = _pb_attributes(resource_spans.resource.attributes, resource_keys)
@@ -157,7 +169,7 @@ def _len_fields(buf: bytes) -> list[tuple[int, bytes]]:
 
 
 def _decode_protobuf_by_span(body: bytes, span_keys: Collection[str],
-                             resource_keys: Collection[str]) -> list[RawSpan]:
+                             resource_keys: Collection[str], slow: SlowRead) -> list[RawSpan]:
     """The slow path for a request the protobuf runtime refused: walk ResourceSpans (field 1), their
     Resource (1) and ScopeSpans (2), and their Spans (2), parsing each span on its own, so one span that
     does not parse (invalid UTF-8 in a string, most often) is rejected alone."""
@@ -181,6 +193,7 @@ def _decode_protobuf_by_span(body: bytes, span_keys: Collection[str],
                     problem = resource_problem
                     attrs, end_ns = {}, 0
                     if problem is None:
+                        slow()
                         try:
                             span = Span.FromString(span_bytes)
                             attrs, end_ns = _pb_attributes(span.attributes, span_keys), span.end_time_unix_nano
@@ -296,12 +309,14 @@ def _json_object(value: Any, where: str) -> dict[str, Any]:
 
 
 def _json_resource(resource_spans: dict[str, Any], where: str, keys: Collection[str],
-                   fast: bool) -> tuple[dict[str, Any], str | None]:
-    """The resource attributes of one ResourceSpans object, or the problem that rejects its spans."""
+                   slow: SlowRead | None) -> tuple[dict[str, Any], str | None]:
+    """The resource attributes of one ResourceSpans object, or the problem that rejects its spans (by the fast
+    reader first unless `slow` is None: the reference)."""
     obj = _json_object(resource_spans.get("resource") or {}, f"{where}.resource")
-    if fast:
+    if slow is not None:
         with contextlib.suppress(Unvouched):
             return read_resource(obj, keys), None
+        slow()
     try:
         return _pb_attributes(json_format.ParseDict(obj, Resource(), ignore_unknown_fields=True).attributes,
                               keys), None
@@ -310,12 +325,14 @@ def _json_resource(resource_spans: dict[str, Any], where: str, keys: Collection[
 
 
 def _json_span(obj: dict[str, Any], resource: dict[str, Any], where: str, keys: Collection[str],
-               fast: bool) -> RawSpan:
-    """One span object: by the fast reader when it vouches for it (`fast`), else by `json_format`."""
-    if fast:
+               slow: SlowRead | None) -> RawSpan:
+    """One span object: by the fast reader when it vouches for it, else (`slow()` first) by `json_format`; by
+    `json_format` alone when `slow` is None (the reference)."""
+    if slow is not None:
         with contextlib.suppress(Unvouched):
             attributes, end_time_ns = read_span(obj, keys)
             return RawSpan(attributes, resource, end_time_ns, where)
+        slow()
     try:
         span = span_from_json(obj)
     except _NOT_READ as exc:
@@ -324,7 +341,7 @@ def _json_span(obj: dict[str, Any], resource: dict[str, Any], where: str, keys: 
 
 
 def _decode_json(body: bytes, span_keys: Collection[str], resource_keys: Collection[str],
-                 fast: bool) -> list[RawSpan]:
+                 slow: SlowRead | None) -> list[RawSpan]:
     """The request's structure down to each span is walked here (a broken one is a `DecodeError` naming
     where); each resource and each span is read on its own, so one that does not parse rejects only itself
     (or, for a resource, its spans)."""
@@ -337,7 +354,7 @@ def _decode_json(body: bytes, span_keys: Collection[str], resource_keys: Collect
     for r, resource_spans in enumerate(_json_list(document, "resourceSpans", "request")):
         where_r = f"resourceSpans[{r}]"
         resource_spans = _json_object(resource_spans, where_r)
-        resource, resource_problem = _json_resource(resource_spans, where_r, resource_keys, fast)
+        resource, resource_problem = _json_resource(resource_spans, where_r, resource_keys, slow)
         for s, scope_spans in enumerate(_json_list(resource_spans, "scopeSpans", where_r)):
             where_s = f"{where_r}.scopeSpans[{s}]"
             for p, obj in enumerate(_json_list(_json_object(scope_spans, where_s), "spans", where_s)):
@@ -346,7 +363,7 @@ def _decode_json(body: bytes, span_keys: Collection[str], resource_keys: Collect
                 if resource_problem is not None:
                     spans.append(RawSpan({}, resource, 0, where, resource_problem))
                 else:
-                    spans.append(_json_span(obj, resource, where, span_keys, fast))
+                    spans.append(_json_span(obj, resource, where, span_keys, slow))
     return spans
 
 

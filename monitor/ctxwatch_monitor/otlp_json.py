@@ -2,11 +2,12 @@
 
 It reads what OTLP exporters send, straight from the parsed JSON, without building protobuf messages: keys in
 lowerCamelCase or as the original field names (the proto3 JSON mapping's parsers accept both), 64-bit integers
-as decimal strings or numbers, enums as numbers or names, trace and span ids in hex (the OTLP JSON mapping),
+as decimal strings or numbers, enums as numbers or names (an unknown name: 0), trace and span ids in hex (the
+OTLP JSON mapping),
 every AnyValue variant but bytes, unknown fields ignored. Every field is checked against the message's schema,
 taken from the protobuf descriptors: its JSON type, and its range for integers. (The OTLP specification tells
 senders to use lowerCamelCase keys and enum numbers only; original names and enum names are read anyway, as
-json_format and the monitor before this reader did.)
+the OpenTelemetry Collector's OTLP receiver and json_format read them: docs/monitor.md, "The OTLP receiver".)
 
 `google.protobuf.json_format` is the reference (`otlp_codec.decode_json_reference`): whatever this reader cannot
 vouch for reading exactly as json_format does raises `Unvouched`, and the caller reads that object with
@@ -99,15 +100,22 @@ def _int_reader(low: int, high: int) -> Reader:
 
 
 def _enum_reader(enum: EnumDescriptor) -> Reader:
-    """An enum field, from its number (any int32 when the enum is open, as proto3 enums are) or its name."""
+    """An enum field, from its number (any int32 when the enum is open, as proto3 enums are) or its name; a name
+    it does not know is the field's default, 0 (json_format, ignoring unknown fields, leaves it unset; the
+    Collector's receiver reads 0)."""
     by_name = {value.name: value.number for value in enum.values}
     known = frozenset(by_name.values())
 
     def read(value: Any, depth: int) -> int:
         if type(value) is int and -(2**31) <= value < 2**31 and (not enum.is_closed or value in known):
             return value
-        if type(value) is str and value in by_name:
-            return by_name[value]
+        if type(value) is str:
+            if value in by_name:
+                return by_name[value]
+            try:
+                int(value)  # json_format reads a string it can take for a number as that number: left to it
+            except ValueError:
+                return 0
         raise Unvouched
 
     return read

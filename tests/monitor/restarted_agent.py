@@ -2,7 +2,7 @@
 OTLP/HTTP exporter installed as the global tracer provider, the README's `ContextGuard` with a stable loop
 id and its default telemetry, some work, and exit (the next run of this script is the restart).
 
-usage: python restarted_agent.py MONITOR_URL LOOP_ID {chat,refuse,contract}
+usage: python restarted_agent.py MONITOR_URL LOOP_ID {chat,refuse,single,contract}
 Prints one JSON line: the decision of the run's last checked mutation (null for chat) and the guard's
 detector state and cycles.
 """
@@ -45,6 +45,14 @@ def refuse(guard: ContextGuard) -> Report:
     return guard.check(history[:-2] + history[-1:], kind="prune")
 
 
+def single(guard: ContextGuard) -> Report:
+    """The process's one mutation, then nothing: a prune of a resumed history that drops a tool call and keeps
+    its result (aborted), before any turn was observed."""
+    history = [system(), user("question"), assistant("", call("c9", "lookup", key=9)), result("c9", "found"),
+               user("next question"), assistant("next answer")]
+    return guard.check(history[:2] + history[3:], kind="prune")
+
+
 def main(url: str, loop_id: str, phase: str) -> None:
     provider = TracerProvider(resource=Resource.create({"service.name": "restarts"}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url + "/v1/traces", timeout=30)))
@@ -56,6 +64,8 @@ def main(url: str, loop_id: str, phase: str) -> None:
         chat(guard, 40)
     elif phase == "refuse":
         report = refuse(guard)
+    elif phase == "single":
+        report = single(guard)
     else:
         halted = run_absorbing_loop(guard, 7, lambda r: r.decision == "halt")
         assert halted is not None, "the absorbing loop never halted: the scenario no longer contracts"

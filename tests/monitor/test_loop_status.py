@@ -190,6 +190,24 @@ def _stops_goes_idle_ages_out_and_resumes(monitor: MonitorProcess, sender: Sende
     assert alarms(monitor)["quiet"]["alarm"] == "active"
 
 
+def test_a_loop_that_recovered_before_going_idle_is_resolved_not_stopped(tmp_path: Path) -> None:
+    """Idle after its alarm resolved, a loop is listed `resolved` (someone saw it recover), while one that went
+    idle in its alarm is `stopped`; both within a long alarm_retention, so no timing decides it."""
+    with running(tmp_path / "state.sqlite3", 3.0, STEADY) as monitor:
+        sender = Sender(monitor.url)
+        try:
+            refusal(sender, "recovered", "tool_pairing")
+            patches(sender, "recovered", 5)  # refusing_for applied rewrites: healthy again
+            refusal(sender, "gave-up", "tool_pairing")
+            sender.flush()
+            assert alarms(monitor)["recovered"]["alarm"] == "resolved"
+            wait_for(lambda: all(loop(monitor, name)["status"] == "idle" for name in ("recovered", "gave-up")))
+            listed = alarms(monitor)
+            assert (listed["recovered"]["alarm"], listed["gave-up"]["alarm"]) == ("resolved", "stopped")
+        finally:
+            sender.close()
+
+
 def test_the_status_survives_a_restart_and_filters_refuse_unknown_values(tmp_path: Path) -> None:
     proc = MonitorProcess(tmp_path / "state.sqlite3").start()
     try:

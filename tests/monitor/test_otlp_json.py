@@ -184,7 +184,8 @@ EXPORTER_SPAN = {  # as the JavaScript SDK's OTLP/JSON exporter writes a span (h
     {}, {"kind": "SPAN_KIND_INTERNAL", "status": {"code": "STATUS_CODE_OK"}},
     {"start_time_unix_nano": 1, "end_time_unix_nano": 1700000000000001000, "dropped_links_count": "0"},
     {"futureField": {"anything": [1, None]}, "name": None},
-], ids=["exporter", "enum-names", "original-names-and-numbers", "unknown-and-null"])
+    {"kind": "SPAN_KIND_FROM_THE_FUTURE", "status": {"code": "STATUS_CODE_FROM_THE_FUTURE"}},
+], ids=["exporter", "enum-names", "original-names-and-numbers", "unknown-and-null", "unknown-enum-names"])
 def test_what_exporters_send_is_read_by_the_fast_reader(variant: dict[str, Any]) -> None:
     renamed = {key.split("_")[0] + "".join(part.title() for part in key.split("_")[1:]) for key in variant}
     span = {**{k: v for k, v in EXPORTER_SPAN.items() if k not in renamed}, **variant}

@@ -10,6 +10,7 @@ as before. The same rule end to end, with real guards in real processes, is in t
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from conftest import contracting_cycles, healthy_cycles
@@ -159,3 +160,38 @@ def test_the_instances_a_loop_follows_and_left_survive_the_state_file(engine: En
     assert (restored.instance, restored.left, restored.next) == (NEW, (OLD,), 3)
     assert (restored.candidate_instance, sorted(restored.candidates)) == (FORGED, [1])
     assert LoopOrder.from_json('{"next":4,"seen":1.0,"previous":null,"source":"monitor"}').instance is None
+
+
+def test_a_lone_first_span_of_a_new_instance_is_a_restart_once_it_waited_and_a_second_span_confirms_it(
+        engine: Engine) -> None:
+    old, new = Process("lone", OLD), Process("lone", NEW)
+    engine.apply(spans_of(*_contract(old)))
+    engine.apply(spans_of(new.refusal()))
+    loop = engine.store.get("lone")
+    assert loop is not None and "lone" in engine.waiting
+    assert not engine.sequencer.expire(loop, time.time())  # it has not waited yet
+    assert engine.sequencer.expire(loop, time.time() + engine.config.order_wait)
+    view = _view(engine, "lone")
+    assert (view["instance"], view["unconfirmed_from"], view["status"], view["state"]) == (NEW, OLD, "refusing",
+                                                                                            "healthy")
+    restored = LoopOrder.from_json(loop.order.to_json())  # the unconfirmed restart survives the state file
+    assert restored.unconfirmed is not None and restored.unconfirmed[:2] == (OLD, old.sequence + 1)
+    engine.apply(spans_of(new.append()))  # the new instance's second span: confirmed, the old one is left for good
+    assert _view(engine, "lone")["unconfirmed_from"] is None and loop.order.left == (OLD,)
+    late = _late(engine)
+    engine.apply(spans_of(old.append()))
+    assert _late(engine) == late + 1 and _view(engine, "lone")["instance"] == NEW
+
+
+def test_a_lone_span_numbered_past_one_or_racing_the_loops_own_is_never_taken_for_a_restart(engine: Engine) -> None:
+    old = Process("busy", OLD)
+    engine.apply(spans_of(old.append()))
+    ahead = Process("busy", NEW)
+    ahead.sequence = 4
+    engine.apply(spans_of(ahead.append()))
+    loop = engine.store.get("busy")
+    assert loop is not None and loop.order.lone is None and "busy" not in engine.waiting
+    racing = Process("busy", FORGED)
+    engine.apply(spans_of(racing.append(), old.append()))  # arrived with a span of the loop's own guard
+    assert not engine.sequencer.expire(loop, time.time() + 10 * engine.config.order_wait)
+    assert _view(engine, "busy")["instance"] == OLD
