@@ -168,7 +168,7 @@ def summary(loop: LoopState) -> dict[str, Any]:
             "cycles": loop.cycles, "onset": loop.onset, "flagged_cycle": loop.flagged,
             "alarm_time": loop.alarm_time, "guard_state": loop.guard_state, "episode": loop.episode,
             "source": loop.order.source, "source_reason": loop.order.reason, "sequence": loop.order.next - 1,
-            "held": len(loop.order.pending), "far_ahead": len(loop.order.far_ahead),
+            "held": len(loop.order.pending), "far_ahead": len(loop.order.far_ahead or ()),
             "candidate_episode": loop.order.candidate,
             "instance": loop.order.instance, "candidate_instance": loop.order.candidate_instance,
             "unconfirmed_from": None if loop.order.unconfirmed is None else loop.order.unconfirmed[0],

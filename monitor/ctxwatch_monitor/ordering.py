@@ -118,7 +118,7 @@ class LoopOrder:
         self.instance: str | None = None                 # the guard instance whose numbering the loop follows
         self.candidate_instance: str | None = None       # ... and the candidate episode's (another: a restart)
         self.left: tuple[str | None, ...] = ()           # the instances the loop left, the last one first
-        self.far_ahead: dict[int, MutationRecord] = {}  # spans of the run numbered past the window, alone
+        self.far_ahead: dict[int, MutationRecord] | None = None  # spans of the run numbered past the window, alone
         # after a lone span took the loop over: the instance left, where its numbering stopped, and that lone span
         self.unconfirmed: tuple[str | None, int, MutationRecord] | None = None
 
@@ -159,7 +159,7 @@ class LoopOrder:
                         "left": list(self.left),
                         "pending": [_stored(r) for r in self.pending.values()],
                         "candidates": [_stored(r) for r in self.candidates.values()],
-                        "far_ahead": [_stored(r) for r in self.far_ahead.values()],
+                        "far_ahead": [_stored(r) for r in (self.far_ahead or {}).values()],
                         "unconfirmed": None if self.unconfirmed is None else
                         [self.unconfirmed[0], self.unconfirmed[1], _stored(self.unconfirmed[2])]})
 
@@ -177,7 +177,7 @@ class LoopOrder:
             order.left = tuple(data.get("left", ()))
             order.pending = _by_sequence(map(_record, data.get("pending", ())))
             order.candidates = _by_sequence(map(_record, data.get("candidates", ())))
-            order.far_ahead = _by_sequence(map(_record, data.get("far_ahead", ())))
+            order.far_ahead = _by_sequence(map(_record, data.get("far_ahead", ()))) or None
             if (unconfirmed := data.get("unconfirmed")) is not None:
                 order.unconfirmed = (unconfirmed[0], unconfirmed[1], _record(unconfirmed[2]))
         return order
@@ -240,7 +240,7 @@ class Sequencer:
         if order.far_ahead:  # what was held aside far ahead and is within the window now is held as the others
             near = {s: r for s, r in order.far_ahead.items() if s - sequence <= self.window}
             order.pending.update(near)
-            order.far_ahead = {s: r for s, r in order.far_ahead.items() if s not in near}
+            order.far_ahead = {s: r for s, r in order.far_ahead.items() if s not in near} or None
         if order.since is None:
             order.since = now
         self._drain(loop, now)
@@ -289,18 +289,20 @@ class Sequencer:
         of it, both join the held spans (see the module docstring). False when it is not kept (a duplicate, or
         the one numbered furthest of `window` + 1 held aside)."""
         order: LoopOrder = loop.order
-        sequence = record.sequence
-        if sequence is None or sequence in order.far_ahead:
+        sequence, far = record.sequence, order.far_ahead or {}
+        if sequence is None or sequence in far:
             return False
-        near = [other for other in order.far_ahead if abs(sequence - other) <= self.window]
+        near = [other for other in far if abs(sequence - other) <= self.window]
         if not near:
-            order.far_ahead[sequence] = record
-            if len(order.far_ahead) > self.window:  # bounded: the one numbered furthest goes (a forger's first)
-                del order.far_ahead[max(order.far_ahead)]
-            return sequence in order.far_ahead
+            far[sequence] = record
+            if len(far) > self.window:  # bounded: the one numbered furthest goes (a forger's first)
+                del far[max(far)]
+            order.far_ahead = far
+            return sequence in far
         order.pending[sequence] = record
         for other in near:
-            order.pending[other] = order.far_ahead.pop(other)
+            order.pending[other] = far.pop(other)
+        order.far_ahead = far or None
         if order.since is None:
             order.since = now
         while len(order.pending) > self.window:
@@ -351,7 +353,7 @@ class Sequencer:
         else:
             order.previous = left
         order.candidate, order.candidate_instance, order.candidates = None, None, {}
-        order.next, order.pending, order.since, order.seen, order.far_ahead = 1, held, now, now, {}
+        order.next, order.pending, order.since, order.seen, order.far_ahead = 1, held, now, now, None
         order.source, order.reason, order.gap = MONITOR, None, None
         self._drain(loop, now)
 
@@ -374,7 +376,7 @@ class Sequencer:
             self._skip_gap(loop, now, f"guard instance {instance} went on")
         self._new_episode(loop, record.episode, now)
         order.unconfirmed, order.instance, order.previous = None, instance, None
-        order.next, order.pending, order.since, order.seen, order.far_ahead = stopped, {}, None, now, {}
+        order.next, order.pending, order.since, order.seen, order.far_ahead = stopped, {}, None, now, None
         order.source, order.gap = GUARD, None
         order.reason = (f"a lone span of guard instance {brought} was taken for a restart, then instance {instance} "
                         f"went on: the loop follows the state that guard reports")

@@ -1,7 +1,8 @@
 """Review F1 and F4 as a user runs them: ``ctxwatch watch`` and ``ctxwatch replay --otlp`` subprocesses against a
 real monitor subprocess (``python -m ctxwatch_monitor --port 0 --state :memory:``, uvicorn on 127.0.0.1).
 
-F1: a Claude Code session file rotated (moved aside) and the session going on in a new file at the same path. The
+F1: a Claude Code session file rotated (moved aside) and the session going on in a new file at the same path
+(between two ``watch --once`` runs, or while a watcher follows it). The
 new file is read from its start, so its numbering starts afresh: it must be the session's next file (a guard
 instance of its own, `ctxwatch.telemetry.sequence.recorded_instance(loop, 1)`), which the monitor takes for a new
 run of the loop, not duplicates of the first file's spans. Nothing may be late, both files' compactions must reach
@@ -29,6 +30,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from replay_fixtures import ctxwatch, late_spans, loop_detail, metrics_text, replay_json
+from test_watch import Watch, state_of, wait_for
 
 from ctxwatch import semconv
 from ctxwatch.demo.monitor_process import MonitorClient, MonitorProcess
@@ -55,7 +57,7 @@ class Session:
         for path in of_kind("claude_code", corpus):
             compactions = claude_code_compactions(path)
             if len(compactions) >= 2:
-                self.lines = path.read_bytes().splitlines(keepends=True)
+                self.lines = [line.rstrip(b"\n") + b"\n" for line in path.read_bytes().splitlines()]  # complete
                 self.split = (compactions[0][0] + compactions[1][0]) // 2
                 self.id = next(r["sessionId"] for _, r in claude_code_message_records(path)
                                if isinstance(r.get("sessionId"), str))
@@ -190,3 +192,29 @@ def test_one_forged_span_numbered_far_ahead_does_not_mute_a_replayed_session(
     assert detail["state"] == doc["sessions"][0]["verdict"]["state"] and detail["source"] == "monitor"
     assert late_spans(quick_monitor.url) == head["sequence"]  # the head sent twice: only those are late
     assert detail["far_ahead"] == 1 and sys.maxsize > detail["sequence"] > head["sequence"]
+
+
+def test_a_watcher_following_a_session_goes_on_with_its_rotated_continuation(
+        monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
+    session = Session(corpus)
+    home, path = session.path(tmp_path)
+    state = tmp_path / "watch.json"
+    path.write_bytes(session.head())
+    watch = Watch(home, monitor.url, state)
+    try:
+        wait_for(lambda: state_of(state, path).get("line") == session.split - 1, "the first file read")
+        path.replace(path.with_name(path.name + ".1"))
+        path.write_bytes(session.rest())  # the agent goes on in a new file at the same path
+        rest = len(session.lines) - session.split + 1
+        wait_for(lambda: state_of(state, path).get("generation") == 1 and state_of(state, path).get("line") == rest,
+                 "the continuation read as the session's next file")
+    finally:
+        code, stderr = watch.stop()
+    assert code in (0, 1) and "Traceback" not in stderr, stderr
+    assert "the session continued in it, numbered as its file 2" in stderr
+    _, doc, _ = replay_json(path.with_name(path.name + ".1"), path)
+    wait_for(lambda: compactions_counted(monitor.url) == sum(m["kind"] == "compact" for s in doc["sessions"]
+                                                             for m in s["mutations"]), "both files' compactions")
+    detail = loop_detail(monitor.url, session.loop)
+    assert detail is not None and detail["instance"] == recorded_instance(session.loop, 1)
+    assert detail["sequence"] == state_of(state, path)["spans"] and late_spans(monitor.url) == 0
