@@ -78,6 +78,12 @@ class Session:
         path.parent.mkdir(parents=True)
         return home, path
 
+    def begin(self, tmp_path: Path) -> tuple[Path, Path, Path]:
+        """The session's first file written up to `split` (HOME, the file, and a watcher's state file to be)."""
+        home, path = self.path(tmp_path)
+        path.write_bytes(self.head())
+        return home, path, tmp_path / "watch.json"
+
 
 def watch_once(home: Path, url: str, state: Path) -> str:
     proc = ctxwatch("watch", "--once", "--otlp", url, "--state", state, timeout=300,
@@ -102,9 +108,7 @@ def rewrites(detail: dict) -> list[tuple[str, float]]:
 def test_a_rotated_session_goes_on_as_its_next_file_in_watch_and_replay(
         monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
     session = Session(corpus)
-    home, path = session.path(tmp_path)
-    state = tmp_path / "watch.json"
-    path.write_bytes(session.head())
+    home, path, state = session.begin(tmp_path)
     watch_once(home, monitor.url, state)
     first_spans = spans_made(state, path)
     rotated = path.with_name(path.name + ".1")
@@ -197,9 +201,7 @@ def test_one_forged_span_numbered_far_ahead_does_not_mute_a_replayed_session(
 def test_a_watcher_following_a_session_goes_on_with_its_rotated_continuation(
         monitor: MonitorClient, corpus: Path, tmp_path: Path) -> None:
     session = Session(corpus)
-    home, path = session.path(tmp_path)
-    state = tmp_path / "watch.json"
-    path.write_bytes(session.head())
+    home, path, state = session.begin(tmp_path)
     watch = Watch(home, monitor.url, state)
     try:
         wait_for(lambda: state_of(state, path).get("line") == session.split - 1, "the first file read")
