@@ -67,6 +67,8 @@ class LoopSummary(BaseModel):
     source_reason: str | None = Field(description="Why the loop follows the guard's state (null for monitor).")
     sequence: int = Field(description="The last ctxwatch.sequence applied in the episode (0: none yet).")
     held: int = Field(description="Spans that arrived ahead of a missing one, waiting for it (order_wait).")
+    far_ahead: int = Field(description="Spans numbered more than order_window past the loop's furthest, held aside "
+                                       "until a second span near them corroborates them (one alone is never applied).")
     candidate_episode: int | None = Field(description="Another episode number seen for this loop, held aside "
                                                       "until a second span of it confirms it.")
     instance: str | None = Field(description="The guard instance (ctxwatch.guard.instance.id) whose spans the loop "
@@ -166,7 +168,8 @@ def summary(loop: LoopState) -> dict[str, Any]:
             "cycles": loop.cycles, "onset": loop.onset, "flagged_cycle": loop.flagged,
             "alarm_time": loop.alarm_time, "guard_state": loop.guard_state, "episode": loop.episode,
             "source": loop.order.source, "source_reason": loop.order.reason, "sequence": loop.order.next - 1,
-            "held": len(loop.order.pending), "candidate_episode": loop.order.candidate,
+            "held": len(loop.order.pending), "far_ahead": len(loop.order.far_ahead or ()),
+            "candidate_episode": loop.order.candidate,
             "instance": loop.order.instance, "candidate_instance": loop.order.candidate_instance,
             "unconfirmed_from": None if loop.order.unconfirmed is None else loop.order.unconfirmed[0],
             "status": oncall.status, "before_idle": oncall.before_idle, "halted_time": oncall.halted_time,

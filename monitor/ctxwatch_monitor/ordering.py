@@ -44,6 +44,16 @@ on past where it stopped gives the loop back to it (a new run following that gua
 lone span held aside again as a candidate), while its spans behind that point stay late. So a lone span
 shows a real restart within `wait` seconds, and a lone span that was no restart (a straggler of an
 instance the loop never followed, or a forged one) holds a quiet loop only until its guard speaks again.
+
+Jumps: a span numbered more than `window` past the furthest span of the loop's run (applied or held)
+is not held as the others are, to be applied once its gap is given up: it would become the loop's
+position, and every genuine span after it late. Anyone who knows a loop id can number a span so (a
+recorded session's instance is computable, `ctxwatch.telemetry.sequence.recorded_instance`). It is
+held aside (`far_ahead`, at most `window` of them: past that the one numbered furthest goes) until a
+second span within `window` of it corroborates it (what a sparse head sampler sends next); the two then
+join the held spans and are ordered as they are, and one held aside that the run comes within `window`
+of joins them too (a flush whose last batch arrives first). So one forged span numbered far ahead
+changes nothing the loop shows, as one forged episode number or instance id does not.
 """
 
 from __future__ import annotations
@@ -59,7 +69,7 @@ from .records import AGENT_NAME, MutationRecord
 
 MONITOR = "monitor"   # the loop's state is the monitor's own detector, fed every cycle in order
 GUARD = "guard"       # a cycle is missing: the loop follows the state the guard reports
-EPISODE_CONFIRMATIONS = 2  # spans of a new episode (or guard instance) needed before the loop switches to it
+EPISODE_CONFIRMATIONS = 2  # spans of a new episode (or guard instance, or a jump) needed before the loop takes it
 MAX_LEFT_INSTANCES = 8     # guard instances a loop left whose late spans it still recognises
 APPLIED, HELD, LATE = "applied", "held", "late"  # what became of an offered span
 
@@ -91,7 +101,7 @@ class LoopOrder:
     """Where a loop is in its guard's sequence, the spans held ahead of it, and whose state it shows."""
 
     __slots__ = ("next", "pending", "since", "candidate", "candidates", "candidate_seen", "previous", "source",
-                 "reason", "gap", "seen", "instance", "candidate_instance", "left", "unconfirmed")
+                 "reason", "gap", "seen", "instance", "candidate_instance", "left", "unconfirmed", "far_ahead")
 
     def __init__(self) -> None:
         self.next = 1                                    # the sequence number expected next in the episode
@@ -108,6 +118,7 @@ class LoopOrder:
         self.instance: str | None = None                 # the guard instance whose numbering the loop follows
         self.candidate_instance: str | None = None       # ... and the candidate episode's (another: a restart)
         self.left: tuple[str | None, ...] = ()           # the instances the loop left, the last one first
+        self.far_ahead: dict[int, MutationRecord] | None = None  # spans of the run numbered past the window, alone
         # after a lone span took the loop over: the instance left, where its numbering stopped, and that lone span
         self.unconfirmed: tuple[str | None, int, MutationRecord] | None = None
 
@@ -129,13 +140,14 @@ class LoopOrder:
     @property
     def sequenced(self) -> bool:
         """Whether the loop has had sequenced spans (then spans without a sequence are not applied)."""
-        return self.next > 1 or bool(self.pending or self.candidates or self.left) or self.previous is not None
+        return (self.next > 1 or bool(self.pending or self.candidates or self.left or self.far_ahead)
+                or self.previous is not None)
 
     def to_json(self) -> str:
         """The state as stored with the loop (the common case, nothing held, written without the encoder:
         it is written for every loop a commit touches)."""
         if not (self.pending or self.candidates or self.reason or self.gap or self.since is not None
-                or self.candidate is not None or self.left or self.unconfirmed is not None):
+                or self.candidate is not None or self.left or self.unconfirmed is not None or self.far_ahead):
             previous = "null" if self.previous is None else int(self.previous)
             instance = "null" if self.instance is None else encode_basestring(self.instance)
             return (f'{{"next":{int(self.next)},"seen":{float(self.seen)!r},"previous":{previous},'
@@ -147,6 +159,7 @@ class LoopOrder:
                         "left": list(self.left),
                         "pending": [_stored(r) for r in self.pending.values()],
                         "candidates": [_stored(r) for r in self.candidates.values()],
+                        "far_ahead": [_stored(r) for r in (self.far_ahead or {}).values()],
                         "unconfirmed": None if self.unconfirmed is None else
                         [self.unconfirmed[0], self.unconfirmed[1], _stored(self.unconfirmed[2])]})
 
@@ -164,6 +177,7 @@ class LoopOrder:
             order.left = tuple(data.get("left", ()))
             order.pending = _by_sequence(map(_record, data.get("pending", ())))
             order.candidates = _by_sequence(map(_record, data.get("candidates", ())))
+            order.far_ahead = _by_sequence(map(_record, data.get("far_ahead", ()))) or None
             if (unconfirmed := data.get("unconfirmed")) is not None:
                 order.unconfirmed = (unconfirmed[0], unconfirmed[1], _record(unconfirmed[2]))
         return order
@@ -208,7 +222,7 @@ class Sequencer:
                     return HELD if self._candidate(loop, record, now) else LATE
             else:
                 order.instance = record.instance  # the loop's first numbered span names the instance it follows
-        if sequence == order.next and record.episode == loop.episode and not order.pending:  # the usual case
+        if sequence == order.next and record.episode == loop.episode and not (order.pending or order.far_ahead):
             order.next, order.seen = sequence + 1, now
             self._apply(loop, record, now)
             return APPLIED
@@ -216,11 +230,17 @@ class Sequencer:
             if record.episode == order.previous:
                 return LATE
             return HELD if self._candidate(loop, record, now) else LATE
+        if sequence - max(order.next - 1, max(order.pending, default=0)) > self.window:  # no sign of life yet
+            return HELD if self._far_ahead(loop, record, now) else LATE
         order.seen = now
         if sequence < order.next or sequence in order.pending:
             return LATE
         held = sequence != order.next
         order.pending[sequence] = record
+        if order.far_ahead:  # what was held aside far ahead and is within the window now is held as the others
+            near = {s: r for s, r in order.far_ahead.items() if s - sequence <= self.window}
+            order.pending.update(near)
+            order.far_ahead = {s: r for s, r in order.far_ahead.items() if s not in near} or None
         if order.since is None:
             order.since = now
         self._drain(loop, now)
@@ -263,6 +283,31 @@ class Sequencer:
         order.gap = f"span(s) {missing} of episode {loop.episode} missing ({why})"
         order.next = first
         self._drain(loop, now)
+
+    def _far_ahead(self, loop: Any, record: MutationRecord, now: float) -> bool:
+        """Hold aside a span numbered more than `window` past the run's furthest; with one held aside within `window`
+        of it, both join the held spans (see the module docstring). False when it is not kept (a duplicate, or
+        the one numbered furthest of `window` + 1 held aside)."""
+        order: LoopOrder = loop.order
+        sequence, far = record.sequence, order.far_ahead or {}
+        if sequence is None or sequence in far:
+            return False
+        near = [other for other in far if abs(sequence - other) <= self.window]
+        if not near:
+            far[sequence] = record
+            if len(far) > self.window:  # bounded: the one numbered furthest goes (a forger's first)
+                del far[max(far)]
+            order.far_ahead = far
+            return sequence in far
+        order.pending[sequence] = record
+        for other in near:
+            order.pending[other] = far.pop(other)
+        order.far_ahead = far or None
+        if order.since is None:
+            order.since = now
+        while len(order.pending) > self.window:
+            self._skip_gap(loop, now, "the reorder window is full")
+        return True
 
     def _candidate(self, loop: Any, record: MutationRecord, now: float) -> bool:
         order: LoopOrder = loop.order
@@ -308,7 +353,7 @@ class Sequencer:
         else:
             order.previous = left
         order.candidate, order.candidate_instance, order.candidates = None, None, {}
-        order.next, order.pending, order.since, order.seen = 1, held, now, now
+        order.next, order.pending, order.since, order.seen, order.far_ahead = 1, held, now, now, None
         order.source, order.reason, order.gap = MONITOR, None, None
         self._drain(loop, now)
 
@@ -331,7 +376,7 @@ class Sequencer:
             self._skip_gap(loop, now, f"guard instance {instance} went on")
         self._new_episode(loop, record.episode, now)
         order.unconfirmed, order.instance, order.previous = None, instance, None
-        order.next, order.pending, order.since, order.seen = stopped, {}, None, now
+        order.next, order.pending, order.since, order.seen, order.far_ahead = stopped, {}, None, now, None
         order.source, order.gap = GUARD, None
         order.reason = (f"a lone span of guard instance {brought} was taken for a restart, then instance {instance} "
                         f"went on: the loop follows the state that guard reports")

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 from ctxwatch import semconv
 from ctxwatch.demo.fleet import DemoLoop, ScratchpadLoop, SummarizerLoop
 from ctxwatch.telemetry import MutationTelemetry
-from ctxwatch.telemetry.sequence import LoopSequences, recorded_instance
+from ctxwatch.telemetry.sequence import Generation, LoopSequences, RecordedFiles, recorded_instance
 
 
 def _run(loop: DemoLoop) -> None:
@@ -100,3 +100,15 @@ def test_each_process_numbers_a_loop_as_its_own_instance_and_a_backfill_as_the_s
     backfill.renumber("claude-code-s1", recorded_instance("claude-code-s1"))
     assert backfill.next("claude-code-s1", 0, "append", "patch", None) == first
     assert uuid.UUID(first.instance).version == 5 and first.instance != recorded_instance("claude-code-s2")
+
+
+def test_a_session_continued_in_another_file_is_its_next_generation_and_a_file_read_again_is_not() -> None:
+    """Review F1: a rotated session file's continuation is numbered afresh under an instance of its own; the same
+    file read again (or re-created, or a document whose first record tells nothing) keeps the numbering."""
+    files = RecordedFiles()
+    assert [files.generation("s", opening) for opening in ("a", "a", "b", "b", "", "c")] == [0, 0, 1, 1, 1, 2]
+    assert files.generation("other", "b") == 0  # per loop
+    assert Generation().of("") == Generation() and Generation(1, "b").of("b") == Generation(1, "b")
+    assert recorded_instance("s", 0) == recorded_instance("s")
+    assert len({recorded_instance("s", n) for n in range(3)}) == 3
+    assert all(uuid.UUID(recorded_instance("s", n)).version == 5 for n in range(3))

@@ -79,13 +79,17 @@ def test_the_state_file_round_trips_and_a_bad_one_is_one_line(tmp_path: Path) ->
     path = tmp_path / "deep" / "watch.json"
     resume = {"v": 1, "offset": 40, "line": 1, "spans": 2}  # kept as written: checked when a session resumes
     save_state(path, {"/a.jsonl": FileState(inode=7, offset=100, line=3, spans=5), "/b.jsonl": FileState(
-        8, 100, 3, 5, resume)})
-    assert load_state(path) == {"/a.jsonl": FileState(7, 100, 3, 5), "/b.jsonl": FileState(8, 100, 3, 5, resume)}
+        8, 100, 3, 5, resume=resume)})
+    assert load_state(path) == {"/a.jsonl": FileState(7, 100, 3, 5), "/b.jsonl": FileState(8, 100, 3, 5, resume=resume)}
     doc = json.loads(path.read_text())
     del doc["files"]["/b.jsonl"]["resume"]  # as an older watcher wrote it
     path.write_text(json.dumps(doc))
     assert load_state(path)["/b.jsonl"] == FileState(8, 100, 3, 5)
     assert load_state(tmp_path / "none.json") == {}
+    save_state(path, {"/a.jsonl": FileState(7, 100, 3, 5, generation=2, opening="0123456789abcdef")})
+    assert load_state(path)["/a.jsonl"] == FileState(7, 100, 3, 5, 2, "0123456789abcdef")
+    path.write_text('{"version": 1, "files": {"/a.jsonl": {"inode": 7, "offset": 1, "line": 1, "spans": 1}}}')
+    assert load_state(path) == {"/a.jsonl": FileState(7, 1, 1, 1)}  # written before generations: the first file
     path.write_text("{not json")
     with pytest.raises(StateError, match="state file .*watch.json: cannot be read"):
         load_state(path)

@@ -99,13 +99,13 @@ def test_a_resume_point_that_cannot_be_used_is_one_note_and_the_session_is_read_
                      ({**good, "detector": {"v": 3}}, "detector state"), ("junk", "not one of version 1"),
                      ({**good, "record": good["record"] + 1}, "is not the compaction it was"),
                      ({**good, "format": "codex"}, "of a codex session, not claude_code")):
-        state, spans, notes = watched(path, FileState(*read, bad))
+        state, spans, notes = watched(path, FileState(*read, resume=bad))
         (note,) = notes
         assert why in note and note.startswith(f"{path}: cannot resume at its last compaction (")
         assert note.endswith("reading it again from its start")
         assert (spans, state.spans) == ([], len(whole))  # read again, every span counted, none sent twice
         assert state.resume == good  # the compaction read again leaves a good one
-    state, spans, notes = watched(path, FileState(whole_state.inode, 0, 0, 0, good))  # a state from another file
+    state, spans, notes = watched(path, FileState(whole_state.inode, 0, 0, 0, resume=good))  # a state from another file
     assert [n.split(" (")[1] for n in notes] == ["the resume point is past what was read); reading it again from"
                                                  " its start"]
     assert spans == whole and state.resume == good

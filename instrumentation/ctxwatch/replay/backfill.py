@@ -23,6 +23,8 @@ the session records (Claude Code's ``message.usage``, `Session.take_provider_cac
 next span emitted after the response, each response once. Spans are flushed every
 `flush_every` spans, so a long session never overflows the exporter's queue. `skip` passes over
 the first spans of a session (counted and numbered, not emitted): ``ctxwatch watch`` resumes a session that way.
+A file the session continued in (rotated) is numbered as the session's next `generation`
+(`telemetry.sequence`), so the monitor takes its spans for a new run of the loop, not for duplicates.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ from ..model import Context, Message
 from ..report import Report
 from ..sessions import Mutation, Session, Snapshot
 from ..telemetry import MutationTelemetry, error_count
-from ..watch.identity import AGENTS, MAX_LABEL, ServiceLabels, agent_name, identify_file
+from ..telemetry.sequence import RecordedFiles
+from ..watch.identity import AGENTS, MAX_LABEL, ServiceLabels, agent_name, file_opening, identify_file
 from .audit import MutationAudit, Observer, SessionAudit
 from .buffer import FollowedBuffer
 
@@ -84,12 +87,13 @@ class Backfill(Observer):
 
     def __init__(self, telemetry: MutationTelemetry, flush: Callable[[], object], *, loop_id: str, agent: str,
                  service: str, registry: LiteralRegistry, flush_every: int = FLUSH_EVERY,
-                 agent_version: str | None = None, skip: int = 0) -> None:
+                 agent_version: str | None = None, skip: int = 0, generation: int = 0) -> None:
         self.telemetry = telemetry
         self.flush = flush
         self.loop_id, self.agent, self.service = loop_id, agent, service
         self.agent_version = agent_version
         self.skip = skip
+        self.generation = generation
         self.session: Session | None = None
         self.registry = registry
         self.flush_every = flush_every
@@ -97,14 +101,14 @@ class Backfill(Observer):
         self.cycles = 0
         self.state = "healthy"
         self.spans = 0
-        telemetry.renumber(loop_id)  # the session is read from its start, skipped spans included
+        telemetry.renumber(loop_id, generation=generation)  # the file is read from its start, skipped spans included
 
     def resume(self, buffer: tuple[Message, ...], spans: int, cycles: int, state: str) -> None:
         """Go on after the first `spans` spans of the session (`cycles` of them mutations, the detector then in
         `state`), the last of them leaving `buffer`: ``ctxwatch watch`` resuming at an epoch (`watch.checkpoint`)."""
         self.current.sync(buffer)
         self.spans, self.cycles, self.state = spans, cycles, state
-        self.telemetry.renumber(self.loop_id, spans, cycles)
+        self.telemetry.renumber(self.loop_id, spans, cycles, generation=self.generation)
 
     def started(self, session: Session) -> None:
         self.session = session
@@ -168,19 +172,20 @@ class Backfill(Observer):
 
 
 def session_backfill(audit: SessionAudit, telemetry: MutationTelemetry, flush: Callable[[], object], *,
-                     agent: str | None, service: str | ServiceLabels, registry: LiteralRegistry) -> Backfill:
+                     agent: str | None, service: str | ServiceLabels, registry: LiteralRegistry,
+                     generation: int = 0) -> Backfill:
     """The observer that backfills the session `audit` is of, as ``replay --otlp`` does: its agent is `agent`,
     else the session format's as ``ctxwatch watch`` names it (`watch.identity.agent_name`); its version what
     the file records, for the coding agents ``ctxwatch watch`` follows (`watch.identity`). `service`: one
     name, or the labels ``ctxwatch watch`` names a coding-agent session's service by (its project, unless
     they are fixed), so that one loop has one service label whichever sent it; a session of another format
-    gets the fixed name, else `DEFAULT_SERVICE`."""
+    gets the fixed name, else `DEFAULT_SERVICE`. Numbered as the session's `generation`-th file."""
     identity = identify_file(Path(audit.path), audit.format) if audit.format in AGENTS else None
     if isinstance(service, ServiceLabels):
         service = service.label(identity.project) if identity is not None else service.fixed or DEFAULT_SERVICE
     return Backfill(telemetry, flush, loop_id=audit.loop_id, agent=agent or agent_name(audit.format or "unknown"),
                     service=service, registry=registry,
-                    agent_version=identity.version if identity is not None else None)
+                    agent_version=identity.version if identity is not None else None, generation=generation)
 
 
 class Exporter:
@@ -208,11 +213,14 @@ class Exporter:
                                 "(OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none)")
         self.telemetry = MutationTelemetry(self.pipeline.tracer_provider, self.pipeline.meter_provider,
                                            capture_content=False)
+        self.files = RecordedFiles()
 
     def observer(self, audit: SessionAudit, *, agent: str | None, registry: LiteralRegistry) -> Backfill:
-        """The observer that backfills one session (`session_backfill`)."""
+        """The observer that backfills one session file (`session_backfill`): a file of a loop reported before in
+        the run that opens with another record is the session continued in it (rotated), its next generation."""
+        generation = self.files.generation(audit.loop_id, file_opening(Path(audit.path)))
         return session_backfill(audit, self.telemetry, lambda: self.pipeline.force_flush(TIMEOUT_S), agent=agent,
-                                service=self.services, registry=registry)
+                                service=self.services, registry=registry, generation=generation)
 
     def close(self) -> None:
         """Flush and stop; BackfillError when an export not reported yet failed, or they did not finish in time."""

@@ -114,11 +114,12 @@ class MutationTelemetry:
         except Exception as exc:  # noqa: BLE001
             self.failure("end", exc)
 
-    def renumber(self, loop_id: str, sequence: int = 0, cycles: int = 0) -> None:
-        """Number the loop's reports from 1 again: a backfill reports its session from the top, as the same
-        instance on every run (`sequence.recorded_instance`); or, resuming a session after `sequence` spans and
-        `cycles` detector cycles, from ``sequence + 1``."""
-        self._sequences.renumber(loop_id, recorded_instance(loop_id), sequence, cycles)
+    def renumber(self, loop_id: str, sequence: int = 0, cycles: int = 0, generation: int = 0) -> None:
+        """Number the loop's reports from 1 again: a backfill reports its session's file (the session's
+        `generation`-th, see `sequence`) from the top, as the same instance on every run
+        (`sequence.recorded_instance`); or, resuming it after `sequence` spans and `cycles` detector cycles,
+        from ``sequence + 1``."""
+        self._sequences.renumber(loop_id, recorded_instance(loop_id, generation), sequence, cycles)
 
     def number_unsent(self, report: Report) -> None:
         """Number a report whose span an earlier run already sent (a resumed backfill skips it), so the

@@ -13,6 +13,17 @@ restarted after it was forgotten, is told apart from a duplicate of the spans be
 keeps it. A backfill (`renumber`, ``ctxwatch replay --otlp`` and ``ctxwatch watch``) numbers its session
 from the top on every run, so its instance is `recorded_instance`, a UUID version 5 of the loop id:
 a second run or a resumed watcher is the same instance, and its spans are the same spans again.
+
+A session continued in another file (its file rotated: moved aside, or copied and truncated, and the
+agent writing on in a new one at the same path) is another numbering of the same loop: that file is
+read from its own start, so its audit, and its numbering, start afresh. It is the session's
+*generation* n (the first file is 0), and its instance a UUID version 5 of the loop id and n, so the
+monitor takes it for a new run of the loop (as for a restarted guard) instead of duplicates of the
+first file's spans. `Generation.of` is the one rule saying which generation a file is: one that opens
+with the same record as the loop's file reported last is that file again (read again, rewritten whole,
+or re-created with the same content), one that opens with another record is the next generation.
+``ctxwatch watch`` keeps the generation of each followed path in its state; ``ctxwatch replay --otlp``
+numbers the files of one loop in the order given (`RecordedFiles`).
 """
 
 from __future__ import annotations
@@ -37,9 +48,39 @@ class Numbering(NamedTuple):
     instance: str   # ctxwatch.guard.instance.id
 
 
-def recorded_instance(loop_id: str) -> str:
-    """The instance id of a recorded session's numbering: the same on every run that reports it."""
-    return str(uuid.uuid5(INSTANCE_NAMESPACE, loop_id))
+def recorded_instance(loop_id: str, generation: int = 0) -> str:
+    """The instance id of a recorded session's numbering: the same on every run that reports it; `generation`
+    n > 0 for the n-th file the session continued in (see the module docstring)."""
+    return str(uuid.uuid5(INSTANCE_NAMESPACE, loop_id if generation == 0 else f"{loop_id}\ncontinued {generation}"))
+
+
+class Generation(NamedTuple):
+    """Which numbering of a loop a recorded file is: the session's `number`-th file, and how it opens (a digest
+    of its first record; '' when that tells nothing, as for a document rewritten whole)."""
+
+    number: int = 0
+    opening: str = ""
+
+    def of(self, opening: str) -> Generation:
+        """The generation of the next file reported for the loop, opening with `opening`, this one the last: the
+        same when it opens the same, or either opening is unknown (the same session read again, rewritten
+        whole or re-created), else the next (the session continued in another file)."""
+        if not opening or not self.opening or opening == self.opening:
+            return Generation(self.number, opening or self.opening)
+        return Generation(self.number + 1, opening)
+
+
+class RecordedFiles:
+    """The last file reported for each loop in one run, by `Generation` (``replay --otlp`` of a session's
+    rotated files given in order: ``replay --otlp session.jsonl.1 session.jsonl``)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, Generation] = {}
+
+    def generation(self, loop_id: str, opening: str) -> int:
+        """The generation number of a file of `loop_id` opening with `opening`, reported after the others."""
+        last = self._last[loop_id] = self._last.get(loop_id, Generation()).of(opening)
+        return last.number
 
 
 class _Stream:

@@ -40,6 +40,7 @@ from .state import FileState, StateError, default_state_path, load_state, save_s
 
 DEFAULT_SERVICE_CAP = 20
 SEND_DELAY_S = 0.2  # a span waits at most this long in the batch: a record reaches the monitor within a second
+MAX_GONE = 4096  # deleted paths whose numbering a watcher remembers (a new file there goes on from it)
 
 
 def _seconds(value: str) -> float:
@@ -91,6 +92,9 @@ class Watcher:
         self.followers: dict[Path, Follower] = {}
         self.stop = threading.Event()
         self._saved: dict[str, FileState] = {}  # in the state file, not followed (yet)
+        # deleted while followed (in memory only): which file of its session each was, so that a new file at the
+        # path (the session going on after ``mv session.jsonl session.jsonl.1``) is numbered as its next one
+        self._gone: dict[str, FileState] = {}
         self._written: dict[str, FileState] | None = None  # what the state file holds now
         self._next_idle_poll = 0.0
         try:
@@ -101,7 +105,7 @@ class Watcher:
     def scan(self) -> None:
         """Follow every session file found that is not followed yet."""
         for path in sorted(self.places.search() - self.followers.keys()):
-            state = self._saved.pop(str(path), None) or FileState()
+            state = self._saved.pop(str(path), None) or self._gone.pop(str(path), None) or FileState()
             self.followers[path] = Follower(path, state, self.emitter, self.services, self.note,
                                             idle_s=self.args.idle)
 
@@ -115,6 +119,9 @@ class Watcher:
         for path, follower in list(self.followers.items()):
             if (everyone or follower.starting_or_active) and not follower.poll():
                 del self.followers[path]
+                self._gone[str(path)] = FileState(generation=follower.state.generation, opening=follower.state.opening)
+                if len(self._gone) > MAX_GONE:
+                    del self._gone[next(iter(self._gone))]
 
     def checkpoint(self) -> None:
         """Flush the spans made so far, then record them as sent."""

@@ -7,8 +7,10 @@ old sessions are freed as soon as they are caught up), its thread ends and its m
 file is still watched: it resumes at its current epoch, `checkpoint`, or else from the start, with the
 spans already made skipped, see `live`);
 shorter than what was read, or another file at the same path (rotated), it is read again from
-its start; gone, it is dropped. Each of these is one line on stderr, never a traceback. A file
-in another format than Claude Code, Codex or Gemini CLI is reported once and left alone.
+its start (one that opens with another record than the file before is the session continued in it,
+numbered as its next file: `_number`); gone, it is dropped. Each of these is one line on stderr,
+never a traceback. A file in another format than Claude Code, Codex or Gemini CLI is reported once
+and left alone.
 
 With ``once`` (``ctxwatch watch --once``) nothing runs in the background: `catch_up` reads what
 the file holds now and returns.
@@ -20,6 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from ..literals import LiteralRegistry
@@ -27,8 +30,9 @@ from ..replay.audit import Auditor, feed
 from ..replay.backfill import Backfill
 from ..report import Finding
 from ..sessions import Mutation, Session, SessionReadError, detect_session_format, read_session
+from ..telemetry.sequence import Generation
 from .checkpoint import ResumeError, ResumePoint, capture, restore
-from .identity import AGENTS, HEAD_BYTES, ServiceLabels, SessionIdentity, head_records, identify
+from .identity import AGENTS, HEAD_BYTES, ServiceLabels, SessionIdentity, head_records, identify, opening
 from .live import Emitter, LiveSession, Note, SessionBackfill
 from .state import FileState
 from .tail import Tail
@@ -111,7 +115,7 @@ class Follower:
         point is taken before the progress the session's thread has made, so it is never past it."""
         resume = self.state.resume
         self._progress()
-        return FileState(self.state.inode, self.state.offset, self.state.line, self.state.spans, resume)
+        return replace(self.state, resume=resume)
 
     def stop(self) -> None:
         """End the session's thread (its stream ends, what it read is emitted) and wait for it."""
@@ -128,7 +132,7 @@ class Follower:
     def _restart(self, inode: int, why: str) -> None:
         self.note(f"{self.path}: {why}")
         self._end_thread()
-        self.state = FileState(inode=inode)
+        self.state = FileState(inode=inode, generation=self.state.generation, opening=self.state.opening)
         self.identity, self.format, self.ignored, self._seen = None, None, False, None
 
     def _activate(self) -> None:
@@ -168,9 +172,22 @@ class Follower:
             self.ignored = True
             return False
         self.format = fmt
+        self._number(opening(head, self._is_document()))
         self.identity = identify(self.path, fmt, head_records(head, self.path.suffix == ".json"))
         self.service = self.services.label(self.identity.project)
         return True
+
+    def _number(self, first_record: str) -> None:
+        """Which file of its session this is (`telemetry.sequence.Generation`): opening with another record than
+        the file followed at this path before, the session continued in it (rotated), numbered afresh as the
+        session's next generation; opening with the same one, that file read again."""
+        state = self.state
+        was = state.generation
+        state.generation, state.opening = Generation(state.generation, state.opening).of(first_record)
+        if state.generation != was:
+            state.spans = 0
+            self.note(f"{self.path}: opens with another record than the file read before: the session continued "
+                      f"in it, numbered as its file {state.generation + 1}")
 
     def _wait(self) -> bool:
         """Whether the stream goes on: blocks until the file changes, unless stopping or ``--once``."""
@@ -205,7 +222,8 @@ class Follower:
         registry = LiteralRegistry()
         auditor = self.emitter.audit(session, self.identity, registry)
         backfill = self._backfill = self.emitter.backfill(self.identity, self.service, self.state.spans, registry,
-                                                          self.note, lambda m: self._measured(m, auditor, backfill))
+                                                          self.note, lambda m: self._measured(m, auditor, backfill),
+                                                          generation=self.state.generation)
         if point is not None and isinstance(session, LiveSession):
             try:
                 restore(point, self.path, session, auditor, backfill)

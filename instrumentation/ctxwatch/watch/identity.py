@@ -177,6 +177,20 @@ def identify_file(path: Path, format: str) -> SessionIdentity:
     return identify(path, format, head_records(head, path.suffix == ".json"))
 
 
+def opening(head: bytes, document: bool) -> str:
+    """A digest of the first record of a file whose first `HEAD_BYTES` are `head` (xxh3, 16 hex digits; no
+    content): what tells a session's file read again from one it continued in (`telemetry.sequence.Generation`).
+    '' for a document (rewritten whole, its first line tells nothing) or a file with nothing in it yet."""
+    first = b"" if document else head.split(b"\n", 1)[0].strip()
+    return xxhash.xxh3_64_hexdigest(first) if first else ""
+
+
+def file_opening(path: Path) -> str:
+    """`opening` of the file `path` (OSError when it cannot be read)."""
+    with path.open("rb") as f:
+        return opening(f.read(HEAD_BYTES), path.suffix == ".json")
+
+
 def file_loop_id(path: str | os.PathLike[str]) -> str:
     """The loop id of a session file that records no session id: its stem and a hash of its first
     `HEAD_BYTES` (so a copy gets the same id, and a session file that grows keeps it)."""

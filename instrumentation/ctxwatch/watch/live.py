@@ -115,11 +115,13 @@ class Emitter:
         self.config = config or DetectorConfig()
 
     def backfill(self, identity: SessionIdentity, service: str, skip: int, registry: LiteralRegistry,
-                 note: Note, measured: Callable[[Mutation], None] = lambda m: None) -> SessionBackfill:
-        """The session's span emitter; `measured` is told of each mutation once its span is made."""
+                 note: Note, measured: Callable[[Mutation], None] = lambda m: None, *,
+                 generation: int = 0) -> SessionBackfill:
+        """The session's span emitter (numbered as the session's `generation`-th file); `measured` is told of
+        each mutation once its span is made."""
         return SessionBackfill(self.telemetry, self.flush, loop_id=identity.loop_id, agent=identity.agent,
                                service=service, registry=registry, agent_version=identity.version, skip=skip,
-                               note=note, measured=measured)
+                               note=note, measured=measured, generation=generation)
 
     def audit(self, session: Session, identity: SessionIdentity, registry: LiteralRegistry) -> Auditor:
         audit = SessionAudit(str(session.path), identity.loop_id, self.config, format=session.format)

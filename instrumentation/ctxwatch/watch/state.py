@@ -1,12 +1,14 @@
 """The watcher's state file: per followed file, how far it was read and how many spans it made.
 
-One small JSON document (``{"version": 1, "files": {path: {"inode", "offset", "line", "spans", "resume"}}}``),
-written whole to a temporary file beside it and renamed over it, so a crash leaves the old or the
-new state, never half of one. It holds paths, offsets and counts: no session content. ``resume`` (absent
-or null until a Claude Code or Codex session's first compaction) is the text-free audit state a session resumes
-from (`watch.checkpoint.ResumePoint`, about 400 bytes), checked when it is used, not when the file is
-loaded: a watcher that cannot use it reads that session from its start, and the rest of the state stands
-(a state file without it, from an older watcher, loads as before). A state file
+One small JSON document (``{"version": 1, "files": {path: {"inode", "offset", "line", "spans", "generation",
+"opening", "resume"}}}``), written whole to a temporary file beside it and renamed over it, so a crash leaves
+the old or the new state, never half of one. It holds paths, offsets, counts and the digest of each file's
+first record (`identity.opening`: which file of its session it is, the session's `generation`, see
+`telemetry.sequence`; an entry written before these two fields reads as the first file, opening unknown): no
+session content. ``resume`` (absent or null until a Claude Code or Codex session's first compaction) is the
+text-free audit state a session resumes from (`watch.checkpoint.ResumePoint`, about 400 bytes), checked when
+it is used, not when the file is loaded: a watcher that cannot use it reads that session from its start, and
+the rest of the state stands (a state file without it, from an older watcher, loads as before). A state file
 that cannot be read is reported in one line and the watcher starts afresh (sessions are read
 again, and spans already sent are sent again, rather than lost). Default place:
 ``$XDG_STATE_HOME/ctxwatch/watch.json`` (``~/.local/state/ctxwatch/watch.json``).
@@ -26,12 +28,15 @@ STATE_VERSION = 1
 
 @dataclass
 class FileState:
-    """How far one file was read (`offset` bytes, `line` lines) and the spans its session produced."""
+    """How far one file was read (`offset` bytes, `line` lines), the spans its session produced in it, and which
+    file of its session it is (`generation`, `opening`: `telemetry.sequence.Generation`)."""
 
     inode: int = 0
     offset: int = 0
     line: int = 0
     spans: int = 0
+    generation: int = 0
+    opening: str = ""
     resume: Any = None  # `ResumePoint.to_json()` of the epoch the session is in (checked when used), if any
 
 
@@ -58,6 +63,7 @@ def load_state(path: Path) -> dict[str, FileState]:
     for name, entry in doc["files"].items():
         try:
             out[name] = FileState(**{k: int(entry[k]) for k in ("inode", "offset", "line", "spans")},
+                                  generation=int(entry.get("generation", 0)), opening=str(entry.get("opening", "")),
                                   resume=entry.get("resume"))
         except (AttributeError, KeyError, TypeError, ValueError):
             raise StateError(f"state file {path}: bad entry for {name}") from None
