@@ -249,7 +249,7 @@ class ContractionDetector:
         net = net_distance(d, size_after, previous_size, cfg.shrink_min)
         jump_bound = max(s.recent) + cfg.rise_max if s.recent else math.inf
         kept = literals_before - literals_lost
-        contracted = _content_contracting(cfg, s, kept, literals_before, size_after)
+        contracted = _content_contracting(cfg, s, kept, literals_before, size_after, previous_size)
         # a trend: the literals the buffer keeps contracting, or d well below its recent mean (a flat d is no
         # trend), d as measured: a shrinking buffer's net distance dips with its size, whatever it holds. The
         # first cycle's d compares P_1 with Q_1, not two post-rewrite buffers, so it is no point of the trend.
@@ -359,7 +359,7 @@ def net_distance(d: float, size_after: int | None, size_before: int | None, shri
 
 
 def _content_contracting(cfg: DetectorConfig, s: _State, kept: int, literals_before: int,
-                         size_after: int | None) -> bool:
+                         size_after: int | None, previous_size: int | None) -> bool:
     """Condition 1's content trend: the downstream literals the buffer keeps at most `contract_ratio` of
     their recent median, or a contracting step — the rewrite re-processed mostly its own previous output
     (K_{t-1} at least `carried_min` of the downstream literals it was given) and shrank both what it keeps
@@ -369,7 +369,7 @@ def _content_contracting(cfg: DetectorConfig, s: _State, kept: int, literals_bef
     median = statistics.median(s.kept)
     if kept <= cfg.contract_ratio * median and _beyond_noise(cfg, median, kept):
         return True
-    carried, previous_size = s.kept[-1], s.sizes[-1] if s.sizes else None
+    carried = s.kept[-1]
     return (literals_before > 0 and carried >= cfg.carried_min * literals_before
             and kept <= cfg.step_ratio * carried and _beyond_noise(cfg, carried, kept)
             and size_after is not None and previous_size is not None and size_after <= cfg.step_ratio * previous_size)

@@ -171,9 +171,9 @@ class Fingerprinter:
             except UnicodeEncodeError:  # a lone surrogate in the text (JSON's "\ud800" reads as one)
                 found = self._compute(_surrogates_replaced(message))
             size = found.nbytes
-            if len(self._cache) >= self.cache_limit or self._cached_bytes + size > self.cache_bytes:
-                self._evict_oldest_half()
-            if size <= self.cache_bytes:
+            if size <= self.cache_bytes:  # one larger than the whole bound is not kept, and evicts nothing
+                if len(self._cache) >= self.cache_limit or self._cached_bytes + size > self.cache_bytes:
+                    self._evict_oldest_half()
                 self._cache[key] = found
                 self._cached_bytes += size
         return found

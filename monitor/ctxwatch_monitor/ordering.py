@@ -213,8 +213,8 @@ class Sequencer:
         if record.instance != order.instance:
             if order.sequenced:
                 if order.unconfirmed is not None and record.instance == order.unconfirmed[0]:
-                    if sequence < order.unconfirmed[1]:
-                        return LATE
+                    if not 0 <= sequence - order.unconfirmed[1] <= self.window:
+                        return LATE  # behind where it stopped, or a jump no span corroborates: no give-back
                     self._resume(loop, record, now)  # it goes on: the lone span was no restart
                 elif record.instance in order.left:
                     return LATE
@@ -238,8 +238,8 @@ class Sequencer:
         held = sequence != order.next
         order.pending[sequence] = record
         if order.far_ahead:  # what was held aside far ahead and is within the window now is held as the others
-            near = {s: r for s, r in order.far_ahead.items() if s - sequence <= self.window}
-            order.pending.update(near)
+            near = {s: r for s, r in order.far_ahead.items() if s <= sequence + self.window}
+            order.pending.update({s: r for s, r in near.items() if s >= order.next})  # behind the run: late
             order.far_ahead = {s: r for s, r in order.far_ahead.items() if s not in near} or None
         if order.since is None:
             order.since = now

@@ -111,3 +111,28 @@ def test_a_resume_point_that_cannot_be_used_is_one_note_and_the_session_is_read_
     assert spans == whole and state.resume == good
     with pytest.raises(ResumeError, match="'after' is malformed"):
         ResumePoint.from_json({**good, "after": 7})
+
+
+def test_another_file_written_over_the_same_inode_starts_afresh_with_no_stale_resume_point(tmp_path: Path) -> None:
+    """Review of the merge: a file that opens with another record than the one read before (a session continued
+    in it) kept the old file's offset and resume point when its inode was the same and it was longer, so every
+    start noted a resume point it could not use, and the stale offset was saved again."""
+    if len(COMPACTING) < 2:
+        pytest.skip("fewer than two corpus sessions with a compaction")
+    first, second = sorted(COMPACTING[:2], key=lambda p: p.stat().st_size)
+    path = tmp_path / "11111111-2222-4333-8444-555555555555.jsonl"
+    path.write_bytes(first.read_bytes())
+    state, _, _ = watched(path, FileState())
+    assert state.resume is not None
+    inode = path.stat().st_ino
+    path.write_bytes(second.read_bytes())  # the same inode, longer than what was read
+    assert path.stat().st_ino == inode
+    fresh = tmp_path / "fresh" / path.name
+    fresh.parent.mkdir()
+    fresh.write_bytes(second.read_bytes())
+    alone, spans_alone, _ = watched(fresh, FileState())
+    continued, spans, notes = watched(path, state)
+    assert [n.split(": ", 1)[1] for n in notes] == [
+        "opens with another record than the file read before: the session continued in it, numbered as its file 2"]
+    assert (continued.generation, continued.spans, continued.offset) == (1, alone.spans, alone.offset)
+    assert [(name, start) for name, start, _ in spans] == [(name, start) for name, start, _ in spans_alone]

@@ -124,3 +124,57 @@ def test_shuffled_spans_far_apart_are_all_kept_and_a_flood_held_aside_is_bounded
     engine.apply(spans_of(*[_numbered(forger, forger.append(), 10**12 + n * 1000) for n in range(window + 5)]))
     assert _view(engine, "shuffled")["far_ahead"] == window  # the ones numbered furthest went
     assert _view(engine, "shuffled")["sequence"] == 300
+
+
+class _Loop:
+    """A loop as the sequencer sees one: its order, its episode, and what was applied to it."""
+
+    def __init__(self) -> None:
+        self.order, self.episode, self.applied = LoopOrder(), 1, []
+
+
+def _sequencer(window: int = 8) -> Any:
+    from ctxwatch_monitor.ordering import Sequencer
+
+    def apply(loop: _Loop, record: Any, now: float) -> None:
+        loop.applied.append(record.sequence)
+
+    def new_episode(loop: _Loop, episode: int, now: float) -> None:
+        loop.episode = episode
+
+    return Sequencer(window, 5.0, apply, new_episode)
+
+
+def _span(sequence: int, instance: str = "A") -> Any:
+    from ctxwatch_monitor.records import MutationRecord
+
+    return MutationRecord({semconv.LOOP_ID: LOOP, semconv.SEQUENCE: sequence, semconv.EPISODE: 1,
+                           semconv.GUARD_INSTANCE: instance}, 0)
+
+
+def test_a_span_held_aside_that_the_run_has_passed_is_late_and_never_moves_the_run_back() -> None:
+    """Review of the merge: a span held aside far ahead, then passed by a gap given up beyond it, was taken back
+    into the held spans below the run's position, applied after newer ones, and moved the run backwards."""
+    sequencer, loop = _sequencer(), _Loop()
+    for sequence in (1, 2, 3, 4, 5, 100, 200, 201):
+        sequencer.offer(loop, _span(sequence), 0.0)
+    sequencer.expire(loop, 10.0)  # the gap before 200 is given up: 200 and 201 are applied, 100 passed
+    sequencer.offer(loop, _span(202), 10.0)
+    sequencer.expire(loop, 20.0)
+    assert loop.applied == [1, 2, 3, 4, 5, 200, 201, 202]
+    assert sequencer.offer(loop, _span(150), 20.0) == "late"
+
+
+def test_one_far_ahead_span_of_the_instance_a_lone_span_replaced_does_not_give_the_loop_back() -> None:
+    """Review of the merge: after a restart's lone span took the loop, one span of the instance it left,
+    numbered far past where that stopped, gave the loop back to it (a new run) before the far-ahead rule saw it."""
+    sequencer, loop = _sequencer(), _Loop()
+    for sequence in range(1, 7):
+        sequencer.offer(loop, _span(sequence), 0.0)
+    sequencer.offer(loop, _span(1, "B"), 1.0)
+    sequencer.expire(loop, 10.0)  # B's lone span waited with none of A's: taken for a restart
+    assert loop.order.instance == "B" and loop.order.unconfirmed is not None
+    assert sequencer.offer(loop, _span(10**6), 11.0) == "late"
+    assert loop.order.instance == "B"
+    assert sequencer.offer(loop, _span(7), 12.0) != "late"  # A going on where it stopped still gets it back
+    assert loop.order.instance == "A"

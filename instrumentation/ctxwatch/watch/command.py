@@ -119,7 +119,7 @@ class Watcher:
         for path, follower in list(self.followers.items()):
             if (everyone or follower.starting_or_active) and not follower.poll():
                 del self.followers[path]
-                self._gone[str(path)] = FileState(generation=follower.state.generation, opening=follower.state.opening)
+                self._gone[str(path)] = follower.state.next_file()
                 if len(self._gone) > MAX_GONE:
                     del self._gone[next(iter(self._gone))]
 

@@ -132,7 +132,7 @@ class Follower:
     def _restart(self, inode: int, why: str) -> None:
         self.note(f"{self.path}: {why}")
         self._end_thread()
-        self.state = FileState(inode=inode, generation=self.state.generation, opening=self.state.opening)
+        self.state = self.state.next_file(inode)
         self.identity, self.format, self.ignored, self._seen = None, None, False, None
 
     def _activate(self) -> None:
@@ -182,10 +182,9 @@ class Follower:
         the file followed at this path before, the session continued in it (rotated), numbered afresh as the
         session's next generation; opening with the same one, that file read again."""
         state = self.state
-        was = state.generation
-        state.generation, state.opening = Generation(state.generation, state.opening).of(first_record)
-        if state.generation != was:
-            state.spans = 0
+        generation, state.opening = Generation(state.generation, state.opening).of(first_record)
+        if generation != state.generation:  # nothing of the file read before counts for this one
+            self.state = state = replace(state.next_file(state.inode), generation=generation)
             self.note(f"{self.path}: opens with another record than the file read before: the session continued "
                       f"in it, numbered as its file {state.generation + 1}")
 

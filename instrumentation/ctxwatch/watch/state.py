@@ -39,6 +39,11 @@ class FileState:
     opening: str = ""
     resume: Any = None  # `ResumePoint.to_json()` of the epoch the session is in (checked when used), if any
 
+    def next_file(self, inode: int = 0) -> FileState:
+        """The state of another file at this path of the same session (rotated, truncated, re-created): nothing
+        of it read yet, the session's file numbering kept."""
+        return FileState(inode=inode, generation=self.generation, opening=self.opening)
+
 
 def default_state_path(environ: Mapping[str, str] = os.environ) -> Path:
     base = environ.get("XDG_STATE_HOME") or str(Path(environ.get("HOME", "~")).expanduser() / ".local" / "state")
