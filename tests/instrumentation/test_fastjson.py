@@ -125,3 +125,21 @@ def test_numbers_as_written_read_as_json_reads_them(number: str) -> None:
     fast = decoded(f"[{number}]".encode())
     if fast is not REFUSED:
         assert same_value(fast, json.loads(f"[{number}]"))
+
+
+def test_a_messages_kept_canonical_bytes_hold_no_more_than_their_length() -> None:
+    """orjson's bytes carried a spare buffer: kept as every message's canonical rendering, they doubled the
+    audit's heap (bench/bench_replay.py, 2.9 -> 5.8 MB on a 4 MB session). What a message keeps is its length."""
+    import tracemalloc
+
+    from ctxwatch.model import Message
+
+    messages = [Message("user", f"{i} " + "word " * 3000) for i in range(40)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [m.canonical() for m in messages]
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 1.2 * sum(map(len, kept)), (held, sum(map(len, kept)))
