@@ -90,7 +90,7 @@ class SessionBackfill(Backfill):
     """The replay's span emitter, noting (one line each) and keeping the enforced findings of the
     mutations it emitted."""
 
-    def __init__(self, *args: Any, note: Note, measured: Callable[[Mutation], None] = lambda m: None,
+    def __init__(self, *args: Any, note: Note, measured: Callable[[Mutation], None],
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.note, self.measured = note, measured
@@ -115,7 +115,7 @@ class Emitter:
         self.config = config or DetectorConfig()
 
     def backfill(self, identity: SessionIdentity, service: str, skip: int, registry: LiteralRegistry,
-                 note: Note, measured: Callable[[Mutation], None] = lambda m: None, *,
+                 note: Note, measured: Callable[[Mutation], None], *,
                  generation: int = 0) -> SessionBackfill:
         """The session's span emitter (numbered as the session's `generation`-th file); `measured` is told of
         each mutation once its span is made."""
