@@ -112,7 +112,7 @@ def test_cap_and_ttl_evict_least_recently_seen_and_count() -> None:
     instruments = Instruments(8)
     store = LoopStore(instruments, max_loops=3, ttl=60)
     loops = [_loop(store, f"l{i}", 1000.0 + i) for i in range(3)]
-    store.touch(loops[0], "svc", "agent", 1010.0)      # l0 is now the most recently seen
+    store.touch(loops[0], 1010.0)      # l0 is now the most recently seen
     _loop(store, "l3", 1011.0)
     store.evict_past_cap()                             # over the cap: l1 goes
     assert [loop.loop_id for loop in store] == ["l3", "l0", "l2"]
