@@ -125,7 +125,7 @@ def test_cap_and_ttl_evict_least_recently_seen_and_count() -> None:
     assert metric_value(text, "ctxwatch_monitor_loops_tracked") == 2
 
 
-def test_a_tracked_loop_with_full_history_stays_near_2_kb() -> None:  # 2.2-2.3 KB measured, docs/monitor.md
+def test_a_tracked_loop_with_full_history_stays_near_2_kb() -> None:  # 2.3 KB measured, docs/monitor.md
     store = LoopStore(Instruments(8), max_loops=100_000, ttl=0)
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
@@ -136,7 +136,7 @@ def test_a_tracked_loop_with_full_history_stays_near_2_kb() -> None:  # 2.2-2.3 
             loop.record(32, 1000.0 + cycle, "compact", "patch", 0.3, 0.1, 10, 1, cycle)
     per_loop = (tracemalloc.get_traced_memory()[0] - before) / 2000
     tracemalloc.stop()
-    assert per_loop < 2300, per_loop
+    assert per_loop < 2350, per_loop  # LoopOrder.rivals: 8 bytes more (2,303 measured)
 
 
 SCHEMA_1 = """
