@@ -1,6 +1,6 @@
 """The monitor with one route more, for bench/bench_monitor.py's decode ceiling: `POST /bench/decode`
-reads a trace export through the monitor's HTTP stack and decodes every span on the state thread, as
-`POST /v1/traces` does, then stores nothing. The route lives here, not in the service.
+reads a trace export through the monitor's HTTP stack and decodes every span on the state thread (one
+thread, no budget: the ceiling of decoding alone), then stores nothing. The route lives here, not in the service.
 
 Run as `python bench/monitor_decode_route.py <ctxwatch monitor options>`.
 """

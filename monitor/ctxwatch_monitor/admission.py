@@ -1,7 +1,7 @@
 """Admission control for ingest (`/v1/traces` and `/v1/metrics` alike): how many requests at once.
 
 At most `limit` requests are admitted at once in all, and at most `per_client` from one client
-address, so a few slow or flooding senders cannot take every slot: the others keep
+(its address: `clients`), so a few slow or flooding senders cannot take every slot: the others keep
 `limit - per_client` at least. What is refused gets 429 with `Retry-After`. Admitted bodies are
 bounded (`max_body_bytes` each), so the memory they hold is at most `limit * max_body_bytes`.
 Used from the event loop only.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 
 class Admission:
-    """Counts admitted requests, in all and per client address; `enter` says whether one more fits."""
+    """Counts admitted requests, in all and per client (`clients.client_key`); `enter` says whether one more fits."""
 
     def __init__(self, limit: int, per_client: int) -> None:
         self.limit, self.per_client = limit, min(per_client, limit)

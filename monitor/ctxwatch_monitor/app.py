@@ -146,6 +146,7 @@ def create_app(config: MonitorConfig) -> FastAPI:
             for task in tasks:
                 task.cancel()
             renderer.shutdown(wait=True)
+            await asyncio.to_thread(receiver.shutdown)
             await asyncio.to_thread(engine.shutdown)
 
     app = FastAPI(title="ctxwatch monitor", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,

@@ -8,7 +8,9 @@ commit is every applied request's outcome, so no request is acknowledged before 
 disk. An exception of a `poison` type means `apply` failed part-way and reset the state to the last
 commit: that request fails, and the requests the batch had applied before it are applied again (they
 were rolled back with it), so an innocent request sharing the batch is neither failed nor lost, and
-memory stays equal to what the commit writes. Batches are bounded by the ingest admission limit,
+memory stays equal to what the commit writes. So `apply` may run more than once for a request: whatever
+must happen once per request (decoding it, charging its client's slow-path budget) is done before `submit`.
+Batches are bounded by the ingest admission limit,
 and under light load a batch is one request.
 """
 

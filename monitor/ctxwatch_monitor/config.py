@@ -44,7 +44,7 @@ class MonitorConfig:
     max_inflight: int = 16
     max_inflight_per_client: int = 8
     slow_path_rate: float = 32.0  # spans and resources a client may have read by a slow decoding path, a second
-    slow_path_burst: int = 1024   # ... saved up at most (two SDK batches); 32 a second: <= 5% of the state thread
+    slow_path_burst: int = 1024   # ... saved up at most (two SDK batches); 32 a second: <= 5% of a thread
     max_loops: int = 200_000
     loop_ttl: float = 86_400.0
     history: int = 32
@@ -160,10 +160,11 @@ _OPTIONS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "metrics_auth": (_bool, "also require the token on /metrics"),
     "max_body_bytes": (_positive_int, "largest request body, after decompression (bytes)"),
     "max_inflight": (_positive_int, "ingest requests (traces and metrics) admitted at once; more get 429"),
-    "max_inflight_per_client": (_positive_int, "ingest requests admitted at once from one client address"),
-    "slow_path_rate": (_rate, "spans and resources per second one client address may have read by a slow "
+    "max_inflight_per_client": (_positive_int, "ingest requests admitted at once from one client "
+                                                  "(its address; IPv6: its /64)"),
+    "slow_path_rate": (_rate, "spans and resources per second one client may have read by a slow "
                               "decoding path (json_format, protobuf span by span); past it 429 (0: no limit)"),
-    "slow_path_burst": (_positive_int, "slow reads one client address may save up (the largest such request)"),
+    "slow_path_burst": (_positive_int, "slow reads one client may save up (the largest such request)"),
     "max_loops": (_positive_int, "loops tracked at most; the least recently seen are evicted"),
     "loop_ttl": (_seconds, "forget a loop not seen for this long (seconds, 0 = never)"),
     "history": (_positive_int, "cycles of history kept per loop"),

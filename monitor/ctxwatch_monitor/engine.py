@@ -173,9 +173,11 @@ class Engine:
         instruments.spans_ignored.inc((), sum(r.ignored for r in results))
 
     def _apply(self, record: MutationRecord, now: float) -> tuple[str, str] | None:
-        """Apply one record to its loop; returns the loop's (service, agent) labels to count it under in the
-        fleet metrics, or None for a late span (counted in `late_spans` only: the fleet metrics count what
-        the loops take, so a duplicate, e.g. a second ``replay --otlp`` of a session, is not counted twice)."""
+        """Apply one record to its loop; returns the span's own (service, agent) labels (the loop's where it
+        names none) to count it under in the fleet metrics, or None for a late span (counted in `late_spans`
+        only: the fleet metrics count what the loops take, so a duplicate, e.g. a second ``replay --otlp`` of
+        a session, is not counted twice). A late span changes nothing of its loop: not its names, not when it
+        was last seen, not its idle status."""
         store = self.store
         loop = store.get(record.loop_id)
         if loop is None:
@@ -186,26 +188,26 @@ class Engine:
                 loop.episode = record.episode  # a loop's first span sets its episode
             store.add(loop)
             store.dirty.add(loop.loop_id)
-        else:
-            store.touch(loop, record.service, record.agent, now)
-            if loop.oncall.status == IDLE:  # it sends again: resumed with the status its spans gave
-                store.set_status(loop, loop.oncall.status_for(loop.state, self.config.refusing_for), now)
         if record.sequence is None:
             if loop.order.sequenced:
                 self.instruments.late_spans.inc(("unsequenced",))  # counted, not a cycle: the loop's guard numbers them
                 return None
             self._apply_unsequenced(loop, record, now)
-            return loop.labels
-        outcome = self.sequencer.offer(loop, record, now)
-        if outcome == LATE:
-            self.instruments.late_spans.inc(("late",))
-        elif outcome == HELD:
-            self.instruments.held_spans.inc(())
-        if loop.order.waiting:
-            self.waiting.add(loop.loop_id)
         else:
-            self.waiting.discard(loop.loop_id)
-        return None if outcome == LATE else loop.labels
+            outcome = self.sequencer.offer(loop, record, now)
+            if loop.order.waiting:
+                self.waiting.add(loop.loop_id)
+            else:
+                self.waiting.discard(loop.loop_id)
+            if outcome == LATE:
+                self.instruments.late_spans.inc(("late",))
+                return None
+            if outcome == HELD:
+                self.instruments.held_spans.inc(())
+        store.touch(loop, now)
+        if loop.oncall.status == IDLE:  # it sends again: resumed with the status its spans gave
+            store.set_status(loop, loop.oncall.status_for(loop.state, self.config.refusing_for), now)
+        return self.instruments.label_pair(record.service or loop.service, record.agent or loop.agent)
 
     def _apply_unsequenced(self, loop: LoopState, record: MutationRecord, now: float) -> None:
         """A span of a guard that does not number its spans: applied in arrival order; another episode
@@ -221,6 +223,7 @@ class Engine:
         """Apply one span of the loop's episode, in its turn: its own detector follows the cycle, or, once a
         cycle is missing, the loop follows the state the guard reports. (The caller marks the loop dirty.)"""
         at = _span_time(record, now)
+        self.store.relabel(loop, record.service, record.agent)
         if record.guard_state is not None:
             loop.guard_state = record.guard_state
         order, fed, guard_cycle = loop.order, record.feeds_detector, record.guard_cycle

@@ -2,10 +2,14 @@
 
 Order of refusals: 401 (token), 415 (content type or encoding), 413 (declared length), then in the
 `Receiver`: 503 (state not loaded or not writable), 429 (more than `max_inflight` requests
-admitted, HTTP and gRPC together, or `max_inflight_per_client` from the client's address:
-`admission`), then the body is read with the decompressed-size cap (413), decoded (400, never
-retried; 429 once the client's budget of slow reads is spent: `slow_path`), applied and committed
-(requests queued meanwhile share the transaction: `batches`) before the answer. Spans that are
+admitted, HTTP and gRPC together, or `max_inflight_per_client` from the client: `admission`; a client
+is its address, `clients`), 429 for an OTLP/JSON request of a client whose budget of slow reads is spent
+(`slow_path`: refused before its body is read and parsed), then the body is read with the
+decompressed-size cap (413), decoded (400, never retried; 429 once the client's budget of slow reads
+runs out), applied and committed (requests queued meanwhile share the transaction: `batches`) before the
+answer. Decoding runs on a pool of its own (one thread per admitted request at most), not on the state
+thread every sender's spans are applied on, and once per request: a request the group commit applies again
+(`batches`) is not decoded, nor charged to its client's budget, again. Spans that are
 individually invalid are reported in `partial_success`. 429 and 503 carry `Retry-After`;
 `grpc_server` maps the same refusals to gRPC codes. `POST /v1/metrics` goes
 through the same admission and body cap, then drops the body. Admitted requests are bounded, so
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -26,11 +31,12 @@ from starlette.requests import ClientDisconnect
 from .admission import Admission
 from .auth import CHALLENGE, BearerAuth
 from .batches import GroupCommit
+from .clients import client_key
 from .engine import Engine, IngestResult, StateReset, Unavailable
-from .otlp_codec import DecodeError, decode, error_body, media_type, success_body
+from .otlp_codec import DecodeError, RawSpan, decode, error_body, media_type, success_body
 from .records import RESOURCE_KEYS, SPAN_KEYS
 from .slow_path import SlowPathBudget, SlowPathSpent
-from .wire import WireError, declared_length_ok, guess_encoding, media_encoding, read_body
+from .wire import JSON, WireError, declared_length_ok, guess_encoding, media_encoding, read_body
 
 _OPENAPI_BODY = {
     "requestBody": {
@@ -60,17 +66,22 @@ class Receiver:
         self.admission = Admission(engine.config.max_inflight, engine.config.max_inflight_per_client)
         self.slow_path = SlowPathBudget(engine.config.slow_path_rate, engine.config.slow_path_burst)
         self.loop: asyncio.AbstractEventLoop | None = None  # the event loop serving it, once started
-        # decoded on the state thread too: one hand-off per batch, no GIL ping-pong with the event loop
-        self.batches = GroupCommit(engine.call, self._apply_body, engine.commit, poison=(StateReset,))
+        # one thread per admitted request at most: a long decode never holds another request's back
+        self._decoders = ThreadPoolExecutor(max_workers=engine.config.max_inflight,
+                                            thread_name_prefix="ctxwatch-decode")
+        self.batches = GroupCommit(engine.call, engine.apply, engine.commit, poison=(StateReset,))
 
-    def _apply_body(self, body: bytes, encoding: str, client: str) -> IngestResult:
+    def _decode(self, body: bytes, encoding: str, client: str) -> list[RawSpan]:
+        """Decode one request body (on a decoding thread), its slow reads charged to `client`'s budget."""
         allowance = self.slow_path.allowance(client)
         try:
-            spans = decode(body, encoding, SPAN_KEYS, RESOURCE_KEYS, allowance)
+            return decode(body, encoding, SPAN_KEYS, RESOURCE_KEYS, allowance)
         finally:
             if allowance.reads:
                 self.engine.instruments.slow_path_reads.inc((encoding,), allowance.reads)
-        return self.engine.apply(spans)
+
+    def shutdown(self) -> None:
+        self._decoders.shutdown(wait=True)
 
     async def export(self, read: Callable[[], Awaitable[bytes]], encoding: str, *, client: str = "",
                      keep: bool = True) -> IngestResult:
@@ -79,15 +90,20 @@ class Receiver:
         engine, admission = self.engine, self.admission
         if not engine.ready:
             raise Refusal(503, "the monitor's state is not available; retry later", retry=True)
+        client = client_key(client)
         if (crowded := admission.enter(client)) is not None:
             raise Refusal(429, f"{crowded}; retry later", retry=True)
         inflight = engine.instruments.inflight
         inflight.set((), admission.current)
         try:
+            if keep and encoding == JSON and self.slow_path.spent(client):
+                raise self.slow_path.refusal()
             body = await read()
             if not keep:
                 return IngestResult(0, 0, 0, "")
-            return await self.batches.submit(body, encoding, client)
+            spans = await asyncio.get_running_loop().run_in_executor(self._decoders, self._decode, body, encoding,
+                                                                     client)
+            return await self.batches.submit(spans)
         except WireError as exc:
             raise Refusal(exc.status, exc.message) from None
         except DecodeError as exc:

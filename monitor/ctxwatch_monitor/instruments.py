@@ -213,7 +213,8 @@ class Instruments:
         return self._pairs.setdefault(pair, pair)
 
     def observe(self, observed: Iterable[tuple[MutationRecord, tuple[str, str]]]) -> None:
-        """Count one request's accepted mutation spans, each with its loop's bounded (service, agent).
+        """Count one request's accepted mutation spans, each with its bounded (service, agent): the span's own,
+        the loop's where it names none (`Engine._apply`).
 
         Spans are grouped by their label tuple first, so each series is updated once per request. The agent
         version is the span's own (bounded; "" when it sends none)."""

@@ -187,17 +187,23 @@ class LoopStore:
             self._evict(next(iter(group.values())), "cap")
         self.instruments.loops_tracked.set((), len(self.loops))
 
-    def touch(self, loop: LoopState, service: str, agent: str, now: float) -> None:
-        """Mark `loop` seen now; follow a change of its service or agent name."""
+    def touch(self, loop: LoopState, now: float) -> None:
+        """Mark `loop` seen now (the most recently seen)."""
         self.loops.move_to_end(loop.loop_id)
         self.ranks[loop.oncall.keep_rank()].move_to_end(loop.loop_id)
         loop.last_seen = now
+        self.dirty.add(loop.loop_id)
+
+    def relabel(self, loop: LoopState, service: str, agent: str) -> None:
+        """Follow a change of the loop's service or agent name ("" keeps the one it has): called for a span
+        applied in its turn only, so the loop carries the names of the last span of its guard's sequence,
+        whatever order the spans came in, and a late or held one (a duplicate, a forgery) renames nothing."""
         if (service and service != loop.service) or (agent and agent != loop.agent):
             self._count(loop, -1)
             loop.service, loop.agent = service or loop.service, agent or loop.agent
             loop.labels = self.instruments.label_pair(loop.service, loop.agent)
             self._count(loop, +1)
-        self.dirty.add(loop.loop_id)
+            self.dirty.add(loop.loop_id)
 
     def set_state(self, loop: LoopState, state: str) -> None:
         if state != loop.state:

@@ -43,7 +43,13 @@ it). The loop then starts the new run as for a confirmed restart, but the instan
 on past where it stopped gives the loop back to it (a new run following that guard's reported state, the
 lone span held aside again as a candidate), while its spans behind that point stay late. So a lone span
 shows a real restart within `wait` seconds, and a lone span that was no restart (a straggler of an
-instance the loop never followed, or a forged one) holds a quiet loop only until its guard speaks again.
+instance the loop never followed, or a forged one) holds a quiet loop only until its guard speaks again. A
+duplicate of a span the loop applied is no sign of its guard's life (it holds no lone span back), and lone spans
+of two instances or more are not taken (which one restarted is not known).
+
+Candidate runs: spans of each (episode, instance) held aside are kept in their own run, the one a span came for
+last leading (`LoopOrder.candidate*`), the others set aside (`LoopOrder.rivals`, at most `MAX_RIVALS`), so a span
+of a third run makes no candidate lose the spans it sent, whatever order they come in.
 
 Jumps: a span numbered more than `window` past the furthest span of the loop's run (applied or held)
 is not held as the others are, to be applied once its gap is given up: it would become the loop's
@@ -70,6 +76,7 @@ from .records import AGENT_NAME, MutationRecord
 MONITOR = "monitor"   # the loop's state is the monitor's own detector, fed every cycle in order
 GUARD = "guard"       # a cycle is missing: the loop follows the state the guard reports
 EPISODE_CONFIRMATIONS = 2  # spans of a new episode (or guard instance, or a jump) needed before the loop takes it
+MAX_RIVALS = 4             # candidate runs (episode, instance) set aside besides the one a span came for last
 MAX_LEFT_INSTANCES = 8     # guard instances a loop left whose late spans it still recognises
 APPLIED, HELD, LATE = "applied", "held", "late"  # what became of an offered span
 
@@ -101,7 +108,8 @@ class LoopOrder:
     """Where a loop is in its guard's sequence, the spans held ahead of it, and whose state it shows."""
 
     __slots__ = ("next", "pending", "since", "candidate", "candidates", "candidate_seen", "previous", "source",
-                 "reason", "gap", "seen", "instance", "candidate_instance", "left", "unconfirmed", "far_ahead")
+                 "reason", "gap", "seen", "instance", "candidate_instance", "left", "unconfirmed", "far_ahead",
+                 "rivals")
 
     def __init__(self) -> None:
         self.next = 1                                    # the sequence number expected next in the episode
@@ -121,15 +129,34 @@ class LoopOrder:
         self.far_ahead: dict[int, MutationRecord] | None = None  # spans of the run numbered past the window, alone
         # after a lone span took the loop over: the instance left, where its numbering stopped, and that lone span
         self.unconfirmed: tuple[str | None, int, MutationRecord] | None = None
+        # the other candidate runs held aside, by (episode, instance): when a span of them last came, and their spans
+        self.rivals: dict[tuple[int, str | None], tuple[float, dict[int, MutationRecord]]] | None = None
+
+    def groups(self) -> list[tuple[tuple[int, str | None], float, dict[int, MutationRecord]]]:
+        """Every candidate run held aside (the lead one and its rivals): its (episode, instance), when a span of it
+        last came, its spans."""
+        lead = [((self.candidate, self.candidate_instance), self.candidate_seen, self.candidates)] \
+            if self.candidate is not None and self.candidates else []
+        return lead + [(key, seen, spans) for key, (seen, spans) in (self.rivals or {}).items()]
+
+    @property
+    def shown(self) -> tuple[int | None, str | None]:
+        """The candidate run the views name (episode, instance): the one with the most spans held, then the
+        lowest (episode, instance), so that it does not depend on the order they came in."""
+        groups = self.groups()
+        if not groups:
+            return None, None
+        key, _, _ = min(groups, key=lambda g: (-len(g[2]), g[0][0], g[0][1] or ""))
+        return key
 
     @property
     def lone(self) -> MutationRecord | None:
         """The one span of another guard instance held aside, when it opens its numbering (sequence 1): what a
-        restarted guard sends first, which `Sequencer.expire` takes for a restart once it has waited."""
-        if self.candidate_instance == self.instance or len(self.candidates) != 1:
-            return None
-        (record,) = self.candidates.values()
-        return record if record.sequence == 1 else None
+        restarted guard sends first, which `Sequencer.expire` takes for a restart once it has waited. None when
+        more than one instance has sent such a lone span (which one restarted is not known)."""
+        lone = [next(iter(spans.values())) for (_, instance), _, spans in self.groups()
+                if instance != self.instance and len(spans) == 1 and next(iter(spans)) == 1]
+        return lone[0] if len(lone) == 1 else None
 
     @property
     def waiting(self) -> bool:
@@ -140,14 +167,15 @@ class LoopOrder:
     @property
     def sequenced(self) -> bool:
         """Whether the loop has had sequenced spans (then spans without a sequence are not applied)."""
-        return (self.next > 1 or bool(self.pending or self.candidates or self.left or self.far_ahead)
+        return (self.next > 1 or bool(self.pending or self.candidates or self.left or self.far_ahead or self.rivals)
                 or self.previous is not None)
 
     def to_json(self) -> str:
         """The state as stored with the loop (the common case, nothing held, written without the encoder:
         it is written for every loop a commit touches)."""
         if not (self.pending or self.candidates or self.reason or self.gap or self.since is not None
-                or self.candidate is not None or self.left or self.unconfirmed is not None or self.far_ahead):
+                or self.candidate is not None or self.left or self.unconfirmed is not None or self.far_ahead
+                or self.rivals):
             previous = "null" if self.previous is None else int(self.previous)
             instance = "null" if self.instance is None else encode_basestring(self.instance)
             return (f'{{"next":{int(self.next)},"seen":{float(self.seen)!r},"previous":{previous},'
@@ -160,6 +188,8 @@ class LoopOrder:
                         "pending": [_stored(r) for r in self.pending.values()],
                         "candidates": [_stored(r) for r in self.candidates.values()],
                         "far_ahead": [_stored(r) for r in (self.far_ahead or {}).values()],
+                        "rivals": [[episode, instance, seen, [_stored(r) for r in spans.values()]]
+                                   for (episode, instance), (seen, spans) in (self.rivals or {}).items()],
                         "unconfirmed": None if self.unconfirmed is None else
                         [self.unconfirmed[0], self.unconfirmed[1], _stored(self.unconfirmed[2])]})
 
@@ -178,6 +208,8 @@ class LoopOrder:
             order.pending = _by_sequence(map(_record, data.get("pending", ())))
             order.candidates = _by_sequence(map(_record, data.get("candidates", ())))
             order.far_ahead = _by_sequence(map(_record, data.get("far_ahead", ()))) or None
+            order.rivals = {(episode, instance): (seen, _by_sequence(map(_record, spans)))
+                            for episode, instance, seen, spans in data.get("rivals", ())} or None
             if (unconfirmed := data.get("unconfirmed")) is not None:
                 order.unconfirmed = (unconfirmed[0], unconfirmed[1], _record(unconfirmed[2]))
         return order
@@ -232,9 +264,9 @@ class Sequencer:
             return HELD if self._candidate(loop, record, now) else LATE
         if sequence - max(order.next - 1, max(order.pending, default=0)) > self.window:  # no sign of life yet
             return HELD if self._far_ahead(loop, record, now) else LATE
-        order.seen = now
         if sequence < order.next or sequence in order.pending:
-            return LATE
+            return LATE  # a duplicate is no sign of its guard's life (it holds no lone restart span back)
+        order.seen = now
         held = sequence != order.next
         order.pending[sequence] = record
         if order.far_ahead:  # what was held aside far ahead and is within the window now is held as the others
@@ -257,10 +289,12 @@ class Sequencer:
         while order.pending and order.since is not None and now - order.since >= self.wait:
             self._skip_gap(loop, now, f"not received within {self.wait:g} s")
             applied = True
-        if (not order.pending and order.lone is not None and now - order.candidate_seen >= self.wait
-                and order.seen < order.candidate_seen):
-            self._switch(loop, now, restart=True, lone=True)
-            applied = True
+        lone = order.lone
+        if not order.pending and lone is not None:
+            _lead(order, (lone.episode, lone.instance), now)
+            if now - order.candidate_seen >= self.wait and order.seen < order.candidate_seen:
+                self._switch(loop, now, restart=True, lone=True)
+                applied = True
         return applied
 
     def _drain(self, loop: Any, now: float) -> None:
@@ -313,8 +347,7 @@ class Sequencer:
         order: LoopOrder = loop.order
         if record.sequence is None:
             raise ValueError("only a numbered span is held as a candidate")
-        if order.candidate != record.episode or order.candidate_instance != record.instance:
-            order.candidate, order.candidate_instance, order.candidates = record.episode, record.instance, {}
+        _lead(order, (record.episode, record.instance), now)
         order.candidate_seen = now
         fresh = record.sequence not in order.candidates and len(order.candidates) < self.window
         if fresh:
@@ -340,7 +373,7 @@ class Sequencer:
             raise ValueError("no candidate episode to switch to")
         while order.pending:  # what the episode left behind is applied before it ends
             self._skip_gap(loop, now, "another guard instance took the loop over" if restart else "its episode ended")
-        held, left = order.candidates, loop.episode
+        held, left, old = order.candidates, loop.episode, order.instance
         self._new_episode(loop, order.candidate, now)
         if restart:  # every span of the instance left is late from now on: it cannot clear its successor's state
             if order.unconfirmed is not None:
@@ -353,6 +386,9 @@ class Sequencer:
         else:
             order.previous = left
         order.candidate, order.candidate_instance, order.candidates = None, None, {}
+        # the candidate runs of the instance or episode the loop left are over: their spans are late from now on
+        order.rivals = {key: value for key, value in (order.rivals or {}).items()
+                        if not (key[1] == old if restart else key == (left, old))} or None
         order.next, order.pending, order.since, order.seen, order.far_ahead = 1, held, now, now, None
         order.source, order.reason, order.gap = MONITOR, None, None
         self._drain(loop, now)
@@ -380,5 +416,22 @@ class Sequencer:
         order.source, order.gap = GUARD, None
         order.reason = (f"a lone span of guard instance {brought} was taken for a restart, then instance {instance} "
                         f"went on: the loop follows the state that guard reports")
-        order.candidate, order.candidate_instance = lone.episode, brought
-        order.candidates, order.candidate_seen = _by_sequence((lone,)), now
+        _lead(order, (lone.episode, brought), now)
+        order.candidates.update(_by_sequence((lone,)))
+
+
+def _lead(order: LoopOrder, key: tuple[int, str | None], now: float) -> None:
+    """Make the candidate run `key` (episode, instance) the lead one, the one `_maybe_switch` looks at, setting
+    the lead one before aside among the rivals (at most `MAX_RIVALS`: past it the one with the fewest spans, then
+    the lowest (episode, instance), goes), so that a span of a third run (a forgery, say) makes no candidate run
+    lose its spans, whatever order they come in."""
+    if (order.candidate, order.candidate_instance) == key:
+        return
+    rivals = order.rivals or {}
+    if order.candidate is not None and order.candidates:
+        rivals[(order.candidate, order.candidate_instance)] = (order.candidate_seen, order.candidates)
+    seen, spans = rivals.pop(key, (now, {}))
+    order.candidate, order.candidate_instance, order.candidates, order.candidate_seen = key[0], key[1], spans, seen
+    while len(rivals) > MAX_RIVALS:
+        del rivals[min(rivals, key=lambda k: (len(rivals[k][1]), k[0], k[1] or ""))]
+    order.rivals = rivals or None

@@ -4,22 +4,27 @@ Most exports are read by the fast paths: the protobuf runtime for a whole reques
 (`otlp_json`) for each OTLP/JSON span and resource. What they cannot read goes to a slow path: a JSON object
 to `google.protobuf.json_format` (about eight times the cost), a protobuf request the runtime refused to a walk
 span by span. A sender can push every span it sends there on purpose (base64 ids, floats for integers, one
-invalid byte in a protobuf body), and decoding runs on the one state thread every sender shares. So each
-client (its address, as for the admission share) has a bucket of slow reads, refilled at `rate` a
-second up to `burst`. `SlowPathBudget.allowance(client)` is taken for each request and the decoder calls it
-before every slow read. A request's first slow read needs something in the bucket; from there it may make
-up to `burst` slow reads, running the bucket into debt, so any request of at most `burst` slow reads is
-accepted once the bucket has refilled above zero, and a client's slow reads average `rate` a second at
-most (a burst of twice `burst` at the very most). Otherwise `SlowPathSpent`
+invalid byte in a protobuf body), and every sender shares the one interpreter that decodes. So each client
+(`clients.client_key`: its address, an IPv6 one by its /64, never its port; as for the admission share) has a
+bucket of slow reads, refilled at `rate` a second up to `burst`. `SlowPathBudget.allowance(client)` is taken
+for each request and the decoder calls it before every slow read. A request's first slow read needs something
+in the bucket; from there it may make up to `burst` slow reads, running the bucket into debt, so any request
+of at most `burst` slow reads is accepted once the bucket has refilled above zero, and a client's slow reads
+average `rate` a second at most (a burst of twice `burst` at the very most). Otherwise `SlowPathSpent`
 stops the decoding: the request is answered 429 with `Retry-After` (the OTLP specification's answer for
 "more requests than the client is allowed"), nothing of it applied, and the exporter sends it again later;
 a request that alone needs more than `burst` slow reads is answered 413 (never retried: it would never fit).
-The reads a refused request made stay charged.
-Used on the state thread only.
+The reads a refused request made stay charged. While a client's bucket is spent (`spent`), its OTLP/JSON
+requests are refused before their body is parsed (`json.loads` of a body is a cost only JSON pays, and a
+client in debt would be refused at its first slow read anyway); its protobuf requests are still read, since
+the protobuf runtime reads a well-formed one at a fraction of that cost and a collector's are protobuf.
+Each request is charged once, when it is decoded, however many times the group commit applies it.
+Thread-safe: requests are decoded on several threads.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 
@@ -59,20 +64,37 @@ class SlowPathBudget:
     def __init__(self, rate: float, burst: int) -> None:
         self.rate, self.burst = rate, burst
         self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # client -> (tokens, when)
+        self._lock = threading.Lock()
 
     def allowance(self, client: str) -> Allowance:
         return Allowance(self, client)
+
+    def spent(self, client: str) -> bool:
+        """Whether `client`'s bucket is empty or in debt now: its next slow read would be refused."""
+        if not self.rate:
+            return False
+        with self._lock:
+            saved = self._buckets.get(client)
+        if saved is None:
+            return False
+        tokens, when = saved
+        return tokens + (time.monotonic() - when) * self.rate <= 0
+
+    def refusal(self) -> SlowPathSpent:
+        """The 429 of a request refused because its client's budget is spent (before any read of it)."""
+        return SlowPathSpent(self.rate, self.burst, 0)
 
     def take(self, client: str, reads: int) -> None:
         """One more slow read for `client`, whose request has made `reads` (`SlowPathSpent` when refused)."""
         if not self.rate:
             return
-        now = time.monotonic()
-        tokens, when = self._buckets.pop(client, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - when) * self.rate)
-        refused = reads >= self.burst or (reads == 0 and tokens <= 0)
-        self._buckets[client] = (tokens if refused else tokens - 1, now)
-        if len(self._buckets) > MAX_CLIENTS:
-            self._buckets.popitem(last=False)
+        with self._lock:
+            now = time.monotonic()
+            tokens, when = self._buckets.pop(client, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - when) * self.rate)
+            refused = reads >= self.burst or (reads == 0 and tokens <= 0)
+            self._buckets[client] = (tokens if refused else tokens - 1, now)
+            if len(self._buckets) > MAX_CLIENTS:
+                self._buckets.popitem(last=False)
         if refused:
             raise SlowPathSpent(self.rate, self.burst, reads)

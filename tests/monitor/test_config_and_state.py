@@ -112,7 +112,7 @@ def test_cap_and_ttl_evict_least_recently_seen_and_count() -> None:
     instruments = Instruments(8)
     store = LoopStore(instruments, max_loops=3, ttl=60)
     loops = [_loop(store, f"l{i}", 1000.0 + i) for i in range(3)]
-    store.touch(loops[0], "svc", "agent", 1010.0)      # l0 is now the most recently seen
+    store.touch(loops[0], 1010.0)      # l0 is now the most recently seen
     _loop(store, "l3", 1011.0)
     store.evict_past_cap()                             # over the cap: l1 goes
     assert [loop.loop_id for loop in store] == ["l3", "l0", "l2"]
@@ -125,7 +125,7 @@ def test_cap_and_ttl_evict_least_recently_seen_and_count() -> None:
     assert metric_value(text, "ctxwatch_monitor_loops_tracked") == 2
 
 
-def test_a_tracked_loop_with_full_history_stays_near_2_kb() -> None:  # 2.2-2.3 KB measured, docs/monitor.md
+def test_a_tracked_loop_with_full_history_stays_near_2_kb() -> None:  # 2.3 KB measured, docs/monitor.md
     store = LoopStore(Instruments(8), max_loops=100_000, ttl=0)
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
@@ -136,7 +136,7 @@ def test_a_tracked_loop_with_full_history_stays_near_2_kb() -> None:  # 2.2-2.3 
             loop.record(32, 1000.0 + cycle, "compact", "patch", 0.3, 0.1, 10, 1, cycle)
     per_loop = (tracemalloc.get_traced_memory()[0] - before) / 2000
     tracemalloc.stop()
-    assert per_loop < 2300, per_loop
+    assert per_loop < 2350, per_loop  # LoopOrder.rivals: 8 bytes more (2,303 measured)
 
 
 SCHEMA_1 = """

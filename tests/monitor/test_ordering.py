@@ -161,8 +161,12 @@ def test_a_forged_episode_from_2100_clears_no_alarm(ordered_monitor: MonitorProc
     before = settled(ordered_monitor, [victim.loop_id])[victim.loop_id]
     assert before["state"] == "contracting" and before["flagged_cycle"] == victim.guard.halted_at
 
+    # of the victim's own guard instance: a span of another one, numbered 1, would be a restart's lone span, taken
+    # once the loop has been quiet for order_wait (docs/monitor.md, "Restarts"), which this test is not about
+    instance = mine[0].attributes[semconv.GUARD_INSTANCE]
     forged = request(_span(victim.loop_id, 1, 0, **{semconv.EPISODE: victim.guard.episode + 1,
-                                                  semconv.CONTRACTION_STATE: "healthy"}))
+                                                  semconv.CONTRACTION_STATE: "healthy",
+                                                  semconv.GUARD_INSTANCE: instance}))
     forged = forged.replace((1_700_000_000_000_000_000).to_bytes(8, "little"),
                             (4_102_444_800_000_000_000).to_bytes(8, "little"))  # its end time: 2100-01-01
     assert ordered_monitor.post("/v1/traces", content=forged,

@@ -195,3 +195,35 @@ def test_a_lone_span_numbered_past_one_or_racing_the_loops_own_is_never_taken_fo
     engine.apply(spans_of(racing.append(), old.append()))  # arrived with a span of the loop's own guard
     assert not engine.sequencer.expire(loop, time.time() + 10 * engine.config.order_wait)
     assert _view(engine, "busy")["instance"] == OLD
+
+
+def test_a_span_of_a_third_instance_makes_no_restart_lose_the_spans_it_sent(engine: Engine) -> None:
+    """Found by test_arrival_order.py: a candidate run was replaced by the next span of another run, so one forged
+    span between a restart's first two spans made the restart lose its first (and wait for a third)."""
+    old, new, forged = Process("third", OLD), Process("third", NEW), Process("third", FORGED)
+    engine.apply(spans_of(*[old.cycle(*c) for c in healthy_cycles(4)]))
+    fresh = [new.cycle(*c) for c in healthy_cycles(3)]
+    forged.sequence = 6
+    engine.apply(spans_of(fresh[0]))
+    engine.apply(spans_of(forged.append()))
+    engine.apply(spans_of(fresh[1]))  # the restart's second span: it takes the loop over, its first span too
+    view = _view(engine, "third")
+    assert (view["instance"], view["sequence"], view["held"], view["source"]) == (NEW, 2, 0, "monitor")
+    assert view["candidate_instance"] == FORGED  # still held aside, alone: it changes nothing the loop shows
+    restored = LoopOrder.from_json(engine.store.get("third").order.to_json())  # type: ignore[union-attr]
+    assert restored.shown == (0, FORGED)
+
+
+def test_a_late_duplicate_of_the_old_guards_span_does_not_hold_a_lone_restart_back(engine: Engine) -> None:
+    """Found by test_arrival_order.py: a duplicate (an exporter's retry, or a forgery) of a span the loop had
+    applied counted as a sign of the old guard's life, so a restart's lone span was never taken."""
+    old, new = Process("retried", OLD), Process("retried", NEW)
+    sent = [old.cycle(*c) for c in healthy_cycles(3)]
+    engine.apply(spans_of(*sent))
+    engine.apply(spans_of(new.refusal()))
+    late = _late(engine)
+    engine.apply(spans_of(sent[-1]))  # the old guard's last export, sent again
+    assert _late(engine) == late + 1
+    loop = engine.store.get("retried")
+    assert loop is not None and engine.sequencer.expire(loop, time.time() + engine.config.order_wait)
+    assert (_view(engine, "retried")["instance"], _view(engine, "retried")["status"]) == (NEW, "refusing")

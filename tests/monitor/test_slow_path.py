@@ -6,7 +6,8 @@ ids: every span read by json_format, about eight times the cost of the fast read
 invalid byte in a span (read span by span); a well-behaved one posting OTLP/JSON as the OTLP specification
 writes it; and an agent exporting protobuf through the OpenTelemetry SDK. The hostile sender's slow
 requests are refused with 429, `Retry-After` and a message naming the budget once its budget is spent,
-nothing of them applied, and counted; its fast requests still go through; the others are never refused.
+nothing of them applied, and counted; while its budget is spent its OTLP/JSON requests are refused before
+they are parsed, and its valid protobuf still goes through; the others are never refused.
 Once its bucket has refilled, the hostile sender's retry is accepted (the exporters retry a 429). Over
 OTLP/gRPC the same refusal is RESOURCE_EXHAUSTED with a RetryInfo.
 """
@@ -29,6 +30,7 @@ from test_bad_input import mutation, request
 from test_grpc import export, status_details
 
 from ctxwatch import semconv
+from ctxwatch_monitor.clients import client_key
 
 HOSTILE, POLITE = "127.0.0.2", "127.0.0.3"
 JSON = {"Content-Type": "application/json"}
@@ -53,6 +55,7 @@ def as_json(body: bytes, hex_ids: bool) -> bytes:
 
 
 def client(monitor: MonitorProcess, address: str) -> httpx.Client:
+    """An HTTP client sending from `address` (a new connection, from a port of its own)."""
     return httpx.Client(base_url=monitor.url, timeout=60, transport=httpx.HTTPTransport(local_address=address))
 
 
@@ -84,10 +87,20 @@ def test_a_sender_pushing_spans_onto_the_slow_path_is_refused_with_429_and_the_o
         assert "slow decoding path" in message and "5 a second, 40 at once" in message and "hex ids" in message
         assert refusals(monitor, "json") >= 1
 
-        # nothing of a refused request is applied; the hostile sender's fast requests still go through
+        # nothing of a refused request is applied; while its budget is spent, the hostile sender's OTLP/JSON is
+        # refused before it is parsed, well-formed or not (nothing of it read), and its protobuf still goes through
         assert monitor.get("/api/loops/hostile").json()["sequence"] == hostile_accepted
+        reads = metric_value(monitor.get("/metrics").text, "ctxwatch_monitor_slow_path_reads_total", encoding="json")
         fast = hostile.post("/v1/traces", content=as_json(spans("hostile", sent, 10), hex_ids=True), headers=JSON)
-        assert fast.status_code == 200 and monitor.get("/api/loops/hostile").json()["sequence"] == sent + 9
+        assert fast.status_code == 429 and "slow decoding path is spent" in fast.text
+        assert metric_value(monitor.get("/metrics").text, "ctxwatch_monitor_slow_path_reads_total",
+                            encoding="json") == reads
+        assert monitor.get("/api/loops/hostile").json()["sequence"] == hostile_accepted
+        assert hostile.post("/v1/traces", content=b"{not json", headers=JSON).status_code == 429  # never parsed
+        with client(monitor, HOSTILE) as again:  # a new connection (another source port): the same client
+            assert again.post("/v1/traces", content=b"{}", headers=JSON).status_code == 429
+        valid = hostile.post("/v1/traces", content=spans("hostile", sent, 10), headers=PROTOBUF)
+        assert valid.status_code == 200 and monitor.get("/api/loops/hostile").json()["sequence"] == sent + 9
         sent += 10
         broken = spans("hostile", sent, 3).replace(b"hostile", b"host\xffle", 1)  # one span read span by span
         for _ in range(200):  # each one charges its 3 spans: the bucket runs dry within a few requests
@@ -145,3 +158,15 @@ def test_over_grpc_a_spent_slow_path_budget_is_resource_exhausted_with_retry_inf
         assert refusals(monitor, "protobuf") == 1
     finally:
         monitor.close(grace_s=30.0)
+
+
+@pytest.mark.parametrize(("address", "client"), [
+    ("192.0.2.7", "192.0.2.7"),
+    ("::ffff:192.0.2.7", "192.0.2.7"),                      # an IPv4 client on a dual-stack socket
+    ("2001:db8:1:2::1", "2001:db8:1:2::/64"),               # a host picks any address of its /64 at will
+    ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+    ("2001:db8:1:3::1", "2001:db8:1:3::/64"),
+    ("testclient", "testclient"),                           # not an IP address: one client by its name
+])
+def test_a_client_is_its_ipv4_address_or_its_ipv6_slash_64(address: str, client: str) -> None:
+    assert client_key(address) == client
