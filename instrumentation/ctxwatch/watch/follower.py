@@ -174,8 +174,13 @@ class Follower:
             return False
         self.format = fmt
         self._number(opening(head, self._is_document()))
-        self.identity = identify(self.path, fmt, head_records(head, self.path.suffix == ".json"))
-        self.service = self.services.label(self.identity.project)
+        identity = identify(self.path, fmt, head_records(head, self.path.suffix == ".json"))
+        if self.state.project is not None:  # as first identified: a resume does not depend on the file's head
+            identity = replace(identity, version=self.state.agent_version, project=self.state.project)
+        else:
+            self.state.agent_version, self.state.project = identity.version, identity.project
+        self.identity = identity
+        self.service = self.services.label(identity.project)
         return True
 
     def _number(self, first_record: str) -> None:
