@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ctxwatch.sessions import detect_session_format
+from ctxwatch.sessions.filed import FiledMessage
 from ctxwatch.telemetry import MutationTelemetry
 from ctxwatch.watch.follower import Follower
 from ctxwatch.watch.identity import ServiceLabels, file_loop_id, loop_id_for
@@ -165,18 +166,18 @@ def test_a_record_rewritten_under_a_put_away_message_is_one_note_and_the_session
     assert any(name == "ctxwatch prune" for name, _, _ in whole[sent:])
 
 
-def _follower(path: Path) -> tuple[Follower, InMemorySpanExporter, list[str]]:
-    """A `Follower` of `path` from no state, its spans kept in memory, its notes in a list."""
+def _follower(path: Path, state: FileState | None = None) -> tuple[Follower, InMemorySpanExporter, list[str]]:
+    """A `Follower` of `path` from `state` (none), its spans kept in memory, its notes in a list."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     notes: list[str] = []
-    return Follower(path, FileState(), Emitter(MutationTelemetry(provider, capture_content=False), lambda: None),
-                    ServiceLabels(), notes.append), exporter, notes
+    emitter = Emitter(MutationTelemetry(provider, capture_content=False), lambda: None)
+    return Follower(path, state or FileState(), emitter, ServiceLabels(), notes.append), exporter, notes
 
 
-def _watched_once(path: Path) -> tuple[FileState, list[tuple], list[str]]:
-    follower, exporter, notes = _follower(path)
+def _watched_once(path: Path, state: FileState | None = None) -> tuple[FileState, list[tuple], list[str]]:
+    follower, exporter, notes = _follower(path, state)
     follower.catch_up()
     return follower.checkpoint(), _spans(exporter), notes
 
@@ -186,3 +187,40 @@ def _until(condition: Callable[[], bool], within_s: float = 60.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the follower did not get there"
         time.sleep(0.01)
+
+
+def test_a_session_resumed_after_a_compaction_holds_the_buffer_it_left_filed_and_reads_it_back(tmp_path):
+    """A Codex session resumed after its ``compacted`` record starts with the replacement history read again
+    from that record: it is filed like any message the reader reads, put away at each wait, and read back when
+    the next compaction (the same record written again) measures it: the spans are those of one watcher
+    reading the whole file, and nothing is noted."""
+    original = next((p for p in of_kind("codex", CORPUS) if b'"type":"compacted"' in p.read_bytes()), None)
+    if original is None:
+        pytest.skip("no corpus Codex session with a compacted record")
+    lines = original.read_bytes().splitlines(keepends=True)
+    compacted = next(i for i, line in enumerate(lines) if b'"type":"compacted"' in line)
+    lines.append(lines[compacted])
+    path = tmp_path / "11111111-2222-4333-8444-555555555555.jsonl"
+    path.write_bytes(b"".join(lines))
+    _, whole, _ = _watched_once(path)
+    cut = (compacted + len(lines)) // 2
+    path.unlink()
+    path.write_bytes(b"".join(lines[:cut]))
+    state, first, _ = _watched_once(path)
+    made = state.spans  # the follower changes its state in place
+    assert state.resume is not None and first == whole[:made]
+    follower, exporter, notes = _follower(path, state)
+    held: list[bool] = []
+    try:
+        for at in range(cut, len(lines), 50):
+            with path.open("ab") as f:
+                f.write(b"".join(lines[at:at + 50]))
+            follower.poll()
+            _until(lambda: follower._waiting and follower.checkpoint().offset == path.stat().st_size)
+            buffer = follower._backfill.current.messages if follower._backfill is not None else ()
+            held.extend(not isinstance(m, FiledMessage) or m.held for m in buffer)
+    finally:
+        follower.stop()
+    assert notes == []
+    assert _spans(exporter) == whole[made:] and any(name == "ctxwatch compact" for name, _, _ in whole[made:])
+    assert held and not any(held)  # every message of the buffer was filed, and put away while waiting

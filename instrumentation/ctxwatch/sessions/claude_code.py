@@ -356,12 +356,14 @@ def compact_summary(rec: dict, message: Message, filing: Filing | None = None, l
     (`sessions.filed`) with a followed session's `filing`, the record being read at `line`."""
     if rec.get("isCompactSummary") is not True:
         return None
-    uuid = rec.get("uuid")
-    if filing is None:
-        return Message("user", message.parts, id=uuid)
-    records = array("q", (*filing.here(line), len(message.parts)))
-    return FiledMessage("user", message.parts, id=uuid, filing=filing,
-                        source=_Records("user", uuid, records, _NONE_CLEARED))
+    summary = Message("user", message.parts, id=rec.get("uuid"))
+    return summary if filing is None else filed_summary(summary, filing, filing.here(line))
+
+
+def filed_summary(summary: Message, filing: Filing, where: Where) -> FiledMessage:
+    """A compaction's `summary`, read from the record at `where`, filed."""
+    return FiledMessage.of(summary, _Records("user", summary.id, array("q", (*where, len(summary.parts))),
+                                             _NONE_CLEARED), filing)
 
 
 def summary_at(session: Session, rec: Any, line: int) -> Message | None:
