@@ -32,6 +32,7 @@ def follow(path: Path, wait: Callable[[], bool], telemetry: MutationTelemetry | 
     fmt = detect_session_format(path)
     session = LiveSession(Tail(path), fmt, wait, lambda _note: None)
     registry = LiteralRegistry()
+    session.measured_with(registry)
     auditor = Auditor(SessionAudit(str(path), loop_id, DetectorConfig(), format=fmt), session, registry)
     backfill = Backfill(telemetry or no_spans(), lambda: None, loop_id=loop_id, agent="a", service="s",
                         registry=registry)

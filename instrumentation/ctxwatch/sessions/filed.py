@@ -1,19 +1,20 @@
-"""Messages whose text lives in the session file: held while they are read and measured, put away while a
-followed session waits for its file to grow, read again by offset (and checked against their digest) when a
-measurement needs them.
+"""Messages whose text lives in the session file: held while they are read and measured, put away while a followed
+session waits for its file to grow, read again by offset (and checked against their digest) when a measurement
+needs them.
 
 ``ctxwatch watch`` follows a session for days, so what it holds between records must be what the audit needs
-(digests, sizes, roles, tool ids, literal sets, fingerprints), not the text. A `FiledMessage` is a `Message`
-that also knows where its parts were read from (its `Source`: the records and which of their parts, made by the
-format's reader). A `Filing` is one followed file's: it knows where the record being read lies (`here`) and
-which filed messages hold their text; `put_away()`, called before the session waits, first lets the reader
-finish the messages it is still collecting parts for (`settle`), then drops the parts, canonical bytes and
-text of every filed message, keeping its digest, size, role and tool ids. Touching a put-away message's parts
-(a rewind's cut, a microcompaction, a measurement whose caches do not hold what it needs) reads its records
-again (`Filing.reread`, by byte offset), rebuilds it with the reader's own conversion (`Source.rebuild`) and
-checks the digest; it then holds its text until the next wait. A record that no longer reads as it did (the
-file was rewritten under the watcher) raises `TextChanged`, and the watcher reads the session again from its
-start (`watch.follower`). A session read whole (``ctxwatch replay``) files nothing: its messages are plain.
+(digests, sizes, roles, tool ids, literal sets, fingerprints), not the text. A `FiledMessage` is a `Message` that
+also knows where its parts were read from (its `Source`: the records and which of their parts, made by the format's
+reader). A `Filing` is one followed file's: it knows where the record being read lies (`here`) and which filed
+messages hold their text; `put_away()`, called before the session waits, first lets the reader finish the messages
+it is still collecting parts for (`settle`), lets the measurement take what it keeps of each message (`keep`: its
+literal sets, cached by digest, which the next snapshot or mutation asks for), then drops the parts, canonical
+bytes and text of every filed message, keeping its digest, size, role and tool ids. Touching a put-away message's
+parts (a rewind's cut, a microcompaction, a measurement whose caches do not hold what it needs) reads its records
+again (`Filing.reread`, by byte offset), rebuilds it with the reader's own conversion (`Source.rebuild`) and checks
+the digest; it then holds its text until the next wait. A record that no longer reads as it did (the file was
+rewritten under the watcher) raises `TextChanged`, and the watcher reads the session again from its start
+(`watch.follower`). A session read whole (``ctxwatch replay``) files nothing: its messages are plain.
 """
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ class Filing:
         self._here = here
         self._holding: weakref.WeakValueDictionary[int, FiledMessage] = weakref.WeakValueDictionary()
         self.settle: Callable[[], object] | None = None  # the reader's: build the messages it still collects
+        self.keep: Callable[[Message], object] | None = None  # the measurement's: what it keeps of a message
         self.rereading = False
         self.reads = 0  # records read again so far (what putting text away cost)
 
@@ -156,6 +158,8 @@ class Filing:
         if self.settle is not None:
             self.settle()
         for message in list(self._holding.values()):
+            if self.keep is not None:
+                self.keep(message)
             message.put_away()
         self._holding.clear()
 

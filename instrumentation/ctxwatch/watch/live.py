@@ -59,6 +59,12 @@ class LiveSession(Session):
         self.tail, self.wait, self.stopping, self._note = tail, wait, stopping, note
         self.filing = Filing(self, lambda: (tail.line_start, tail.offset - tail.line_start))
 
+    def measured_with(self, registry: LiteralRegistry) -> None:
+        """The audit reads literal sets with `registry`: each message's are read (and cached there) before its
+        text is put away, so the next snapshot or mutation finds them without reading the text back."""
+        assert self.filing is not None
+        self.filing.keep = lambda message: (registry.of(message), registry.downstream(message))
+
     def __iter__(self) -> Iterator[Event]:
         try:
             for event in super().__iter__():
@@ -134,4 +140,6 @@ class Emitter:
 
     def audit(self, session: Session, identity: SessionIdentity, registry: LiteralRegistry) -> Auditor:
         audit = SessionAudit(str(session.path), identity.loop_id, self.config, format=session.format)
+        if isinstance(session, LiveSession):
+            session.measured_with(registry)
         return Auditor(audit, session, registry)
