@@ -32,7 +32,8 @@ def follow(path: Path, wait: Callable[[], bool], telemetry: MutationTelemetry | 
     fmt = detect_session_format(path)
     session = LiveSession(Tail(path), fmt, wait, lambda _note: None)
     registry = LiteralRegistry()
-    session.measured_with(registry)
+    if hasattr(session, "measured_with"):  # not on a tree from before sessions.filed (the bench's baseline)
+        session.measured_with(registry)
     auditor = Auditor(SessionAudit(str(path), loop_id, DetectorConfig(), format=fmt), session, registry)
     backfill = Backfill(telemetry or no_spans(), lambda: None, loop_id=loop_id, agent="a", service="s",
                         registry=registry)
