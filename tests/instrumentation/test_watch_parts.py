@@ -90,6 +90,11 @@ def test_the_state_file_round_trips_and_a_bad_one_is_one_line(tmp_path: Path) ->
     assert load_state(path)["/a.jsonl"] == FileState(7, 100, 3, 5, 2, "0123456789abcdef")
     path.write_text('{"version": 1, "files": {"/a.jsonl": {"inode": 7, "offset": 1, "line": 1, "spans": 1}}}')
     assert load_state(path) == {"/a.jsonl": FileState(7, 1, 1, 1)}  # written before generations: the first file
+    save_state(path, {"/a.jsonl": FileState(7, 100, 3, 5, agent_version="2.1.39", project="shop")})
+    assert load_state(path)["/a.jsonl"] == FileState(7, 100, 3, 5, agent_version="2.1.39", project="shop")
+    path.write_text('{"version": 1, "files": {"/a.jsonl": {"inode": 7, "offset": 1, "line": 1, "spans": 1, '
+                    '"agent_version": 3, "project": null}}}')
+    assert load_state(path) == {"/a.jsonl": FileState(7, 1, 1, 1)}  # not a name: read from the head again
     path.write_text("{not json")
     with pytest.raises(StateError, match="state file .*watch.json: cannot be read"):
         load_state(path)

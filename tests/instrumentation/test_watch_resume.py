@@ -13,6 +13,7 @@ figures. The real OpenTelemetry SDK, in memory.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ctxwatch import semconv
 from ctxwatch.telemetry import MutationTelemetry
 from ctxwatch.watch.checkpoint import ResumeError, ResumePoint
 from ctxwatch.watch.follower import Follower
@@ -136,3 +138,25 @@ def test_another_file_written_over_the_same_inode_starts_afresh_with_no_stale_re
         "opens with another record than the file read before: the session continued in it, numbered as its file 2"]
     assert (continued.generation, continued.spans, continued.offset) == (1, alone.spans, alone.offset)
     assert [(name, start) for name, start, _ in spans] == [(name, start) for name, start, _ in spans_alone]
+
+
+def test_a_resumed_session_keeps_the_identity_it_was_first_given_not_its_heads(tmp_path: Path) -> None:
+    """The agent version and project (its service label) are kept in the state entry when the session is first
+    identified, and a later start takes them from there rather than from the file's head (a record that names its
+    version still labels its own spans with it); an entry without them (an older watcher's) reads them from the
+    head, as before."""
+    original = of_kind("claude_code", CORPUS)[0]
+    path = tmp_path / "11111111-2222-4333-8444-555555555555.jsonl"
+    path.write_bytes(original.read_bytes())
+    state, spans, _ = watched(path, FileState())
+    assert state.agent_version and state.project and spans
+    assert {s[2][semconv.SERVICE_NAME] for s in spans} == {state.project}
+    assert {s[2][semconv.AGENT_VERSION] for s in spans} <= {state.agent_version, *(r.get("version") for _, r in
+                                                                               jsonl(path))}
+    kept = replace(state, spans=0, offset=0, line=0, resume=None, agent_version="9.9.9", project="kept")
+    again, spans, _ = watched(path, kept)
+    assert (again.agent_version, again.project) == ("9.9.9", "kept")
+    assert {s[2][semconv.SERVICE_NAME] for s in spans} == {"kept"}
+    assert all(s[2].get(semconv.AGENT_VERSION) for s in spans)  # each record's own, where it names one
+    older, spans, _ = watched(path, replace(kept, agent_version=None, project=None))
+    assert (older.agent_version, older.project) == (state.agent_version, state.project)

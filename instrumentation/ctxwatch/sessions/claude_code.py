@@ -38,8 +38,9 @@ context is rebuilt from them in file order, as the API saw it:
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ from ..adapters import anthropic
 from ..cache import anthropic_cache
 from ..model import Message, Part, ToolResult
 from .events import Event, Mutation, Snapshot
+from .filed import FiledMessage, Filing, Where
 
 if TYPE_CHECKING:
     from .session import Session
@@ -56,9 +58,14 @@ CLEARED_RESULT = "[Old tool result content cleared]"
 
 
 class _Buffer:
-    """The context being rebuilt, and where each record's uuid landed (message index, parts so far)."""
+    """The context being rebuilt, and where each record's uuid landed (message index, parts so far).
 
-    def __init__(self) -> None:
+    With a `Filing` (a followed session, `sessions.filed`) the messages are `FiledMessage`s that know which
+    records they were read from (per message, (offset, length, line, parts taken) of each record, and the
+    parts a microcompaction cleared), and the filing asks the buffer to build the messages still collecting
+    parts before the session waits (`messages`), so no part is held outside a message that can put it away."""
+
+    def __init__(self, filing: Filing | None = None) -> None:
         self._messages: list[Message | None] = []  # None: not built yet
         self._built: tuple[Message, ...] | None = None  # messages() since the last change
         self._heads: list[tuple[str, str | None]] = []  # (role, id) per message
@@ -70,6 +77,11 @@ class _Buffer:
         self.last_turn: str | None = None  # message.id of the latest assistant turn
         self.last_assistant = -1
         self.results: dict[str, int] = {}  # tool_result id -> index of its message (for microcompacts)
+        self._filing = filing
+        self._records: list[array[int]] = []  # with a filing: per message, (offset, length, line, taken) per record
+        self._cleared: list[frozenset[int]] = []  # with a filing: per message, the parts a microcompact cleared
+        if filing is not None:
+            filing.settle = self.messages
 
     def __len__(self) -> int:
         return len(self._messages)
@@ -81,10 +93,16 @@ class _Buffer:
         for at, parts in self._pending.items():
             old = self._messages[at]
             role, mid = self._heads[at]
-            self._messages[at] = Message(role, old.parts + tuple(parts) if old else parts, id=mid)
+            self._messages[at] = self._message(at, role, old.parts + tuple(parts) if old else parts, mid)
         self._pending.clear()
         self._built = tuple(self._messages)  # type: ignore[arg-type]  # every message is built now
         return self._built
+
+    def _message(self, at: int, role: str, parts: Iterable[Part], mid: str | None) -> Message:
+        if self._filing is None:
+            return Message(role, parts, id=mid)
+        return FiledMessage(role, parts, id=mid, filing=self._filing,
+                            source=_Records(role, mid, array("q", self._records[at]), self._cleared[at]))
 
     def slot(self, uuid: str | None) -> tuple[int, int] | None:
         """(message index, parts of it up to the record) of a live record, else None."""
@@ -105,15 +123,21 @@ class _Buffer:
         current = self.messages()
         self._built = None
         del self._messages[at + 1:], self._heads[at + 1:], self._serials[at + 1:], self._lengths[at + 1:]
+        if self._filing is not None:
+            del self._records[at + 1:], self._cleared[at + 1:]
         if parts < self._lengths[at]:
             old = current[at]
-            self._messages[at] = Message(old.role, old.parts[:parts], id=old.id)
+            if self._filing is not None:
+                self._records[at] = _taking(self._records[at], parts)
+                self._cleared[at] = frozenset(i for i in self._cleared[at] if i < parts)
+            self._messages[at] = self._message(at, old.role, old.parts[:parts], old.id)
             self._lengths[at] = parts
             self._serials[at] = self._new_serial()  # records inside the cut part are gone
         self.last_assistant = next((i for i in range(at, -1, -1) if self._heads[i][0] == "assistant"), -1)
         self.last_turn = self._heads[self.last_assistant][1] if self.last_assistant >= 0 else None
 
-    def add(self, uuid: Any, role: str, parts: tuple[Part, ...], turn: str | None) -> None:
+    def add(self, uuid: Any, role: str, parts: tuple[Part, ...], turn: str | None, where: Where | None = None) -> None:
+        """Add a record's `parts` (read at `where`, for a filed buffer)."""
         self._built = None
         if role == "assistant" and turn is not None and turn == self.last_turn:
             at = self.last_assistant
@@ -126,11 +150,16 @@ class _Buffer:
             self._pending[at] = []
             self._lengths.append(0)
             self._serials.append(self._new_serial())
+            if self._filing is not None:
+                self._records.append(array("q"))
+                self._cleared.append(_NONE_CLEARED)
             if role == "assistant":
                 self.last_assistant, self.last_turn = at, turn
         if parts:
             self._pending.setdefault(at, []).extend(parts)
             self._lengths[at] += len(parts)
+            if where is not None and self._filing is not None:
+                self._records[at].extend((*where, len(parts)))
             for part in parts:
                 if type(part) is ToolResult:
                     self.results[part.call_id] = at
@@ -146,15 +175,64 @@ class _Buffer:
             old = built[at]
             if not set(old.result_ids) & ids:
                 continue  # the message that held it was cut by a rewind
-            parts = tuple(ToolResult(p.call_id, CLEARED_RESULT, p.is_error)
-                          if type(p) is ToolResult and p.call_id in ids else p for p in old.parts)
-            self._messages[at] = Message(old.role, parts, id=old.id)
+            cleared = {i for i, p in enumerate(old.parts) if type(p) is ToolResult and p.call_id in ids}
+            parts = tuple(_cleared(p) if i in cleared else p for i, p in enumerate(old.parts))
+            if self._filing is not None:
+                self._cleared[at] = self._cleared[at] | cleared
+            self._messages[at] = self._message(at, old.role, parts, old.id)
             changed.append(at)
         return tuple(changed)
 
     def _new_serial(self) -> int:
         self._next_serial += 1
         return self._next_serial
+
+
+_NONE_CLEARED: frozenset[int] = frozenset()
+
+
+def _cleared(part: Part) -> Part:
+    """A tool result as a microcompaction leaves it: its content cleared, the call still paired."""
+    assert type(part) is ToolResult
+    return ToolResult(part.call_id, CLEARED_RESULT, part.is_error)
+
+
+def _taking(records: array[int], parts: int) -> array[int]:
+    """The (offset, length, line, taken) records of a message cut to its first `parts` parts."""
+    kept: array[int] = array("q")
+    for i in range(0, len(records), 4):
+        if parts <= 0:
+            break
+        take = min(records[i + 3], parts)
+        kept.extend((records[i], records[i + 1], records[i + 2], take))
+        parts -= take
+    return kept
+
+
+@dataclass(frozen=True, slots=True)
+class _Records:
+    """Where a filed Claude Code message's parts were read (`sessions.filed.Source`): of each record, (offset,
+    length, line, parts taken) in `records`, the leading parts its message gave; `cleared`, the parts a
+    microcompaction cleared."""
+
+    role: str
+    id: str | None
+    records: array[int]
+    cleared: frozenset[int]
+
+    @property
+    def where(self) -> Where:
+        return self.records[0], self.records[1], self.records[2]
+
+    def rebuild(self, filing: Filing) -> Message:
+        parts: list[Part] = []
+        records = self.records
+        for i in range(0, len(records), 4):
+            message = filing.reread((records[i], records[i + 1], records[i + 2]), _record_message)
+            parts.extend(message.parts[:records[i + 3]])
+        for at in self.cleared:
+            parts[at] = _cleared(parts[at]) if at < len(parts) and type(parts[at]) is ToolResult else parts[at]
+        return Message(self.role, parts, id=self.id)
 
 
 @dataclass
@@ -202,80 +280,101 @@ def _microcompact(rec: dict, line: int, step: int, buf: _Buffer) -> Mutation:
 
 
 def events(session: Session) -> Iterator[Event]:
-    buf = _Buffer()
+    filing = session.filing
+    buf = _Buffer(filing)
+    summary: Message | None = None
     links: OrderedDict[str, str | None] = OrderedDict()  # record uuid -> nearest message-record uuid
     step, last_line = session.read_from.step if session.read_from is not None else 0, 0
     pending: _Boundary | None = None
     inherited: dict[str, Any] | None = None  # a boundary before any message: copied from the parent
     chain: bool | None = None  # the isSidechain of the file's chain: its first record's that says
     for line, rec in session.lines():
-        last_line = line
-        if not isinstance(rec, dict):
-            session.skip(line, "not a JSON object")
-            continue
-        side = rec.get("isSidechain")
-        if isinstance(side, bool):
-            chain = side if chain is None else chain
-            if side is not chain:
+        try:
+            last_line = line
+            if not isinstance(rec, dict):
+                session.skip(line, "not a JSON object")
                 continue
-        uuid, parent = rec.get("uuid"), rec.get("parentUuid")
-        subtype = rec.get("subtype") if rec.get("type") == "system" else None
-        if subtype == "compact_boundary":
+            side = rec.get("isSidechain")
+            if isinstance(side, bool):
+                chain = side if chain is None else chain
+                if side is not chain:
+                    continue
+            uuid, parent = rec.get("uuid"), rec.get("parentUuid")
+            subtype = rec.get("subtype") if rec.get("type") == "system" else None
+            if subtype == "compact_boundary":
+                if pending is not None:
+                    yield pending.mutation(None, None)
+                _, trigger, pre = _metadata(rec, "compactMetadata")
+                if step == 0 and not len(buf) and pending is None:
+                    inherited = {"line": line, "trigger": trigger, "pre_tokens": pre,
+                                 "session_id": rec.get("sessionId")}
+                    session.facts["inherited_compaction"] = inherited
+                else:
+                    pending = _Boundary(line, step, buf.messages(), trigger, pre)
+                buf, links = _Buffer(filing), OrderedDict()
+                continue
+            if subtype == "microcompact_boundary" and len(buf):
+                yield _microcompact(rec, line, step, buf)
+            message = _message(session, rec, line)
+            if message is None:
+                if isinstance(uuid, str):
+                    _remember(links, uuid, links.get(parent) if isinstance(parent, str) else None)
+                continue
+            if inherited is not None and "summary" not in inherited and rec.get("isCompactSummary") is True:
+                inherited["summary"] = {"line": line, "chars": Message("user", message.parts).size}
             if pending is not None:
-                yield pending.mutation(None, None)
-            _, trigger, pre = _metadata(rec, "compactMetadata")
-            if step == 0 and not len(buf) and pending is None:
-                inherited = {"line": line, "trigger": trigger, "pre_tokens": pre, "session_id": rec.get("sessionId")}
-                session.facts["inherited_compaction"] = inherited
-            else:
-                pending = _Boundary(line, step, buf.messages(), trigger, pre)
-            buf, links = _Buffer(), OrderedDict()
-            continue
-        if subtype == "microcompact_boundary" and len(buf):
-            yield _microcompact(rec, line, step, buf)
-        message = _message(session, rec, line)
-        if message is None:
+                summary = compact_summary(rec, message, filing, line)
+                yield pending.mutation(summary, line if summary is not None else None)
+                pending = None
+            slot = buf.slot(links.get(parent) if isinstance(parent, str) else None)
+            if slot is not None and buf.branches_at(*slot, message.role):
+                before = buf.messages()
+                buf.cut(*slot)
+                after = buf.messages()
+                kept = len(after) - (len(after[-1].parts) < len(before[len(after) - 1].parts))
+                yield Mutation("prune", step, before, after, "claude_code.rewind", f"line {line}",
+                               line=line, changed=tuple(range(kept, len(before))))
+            turn = rec["message"].get("id") if message.role == "assistant" else None
+            turn = turn if isinstance(turn, str) else None
+            if message.role == "assistant" and (turn is None or turn != buf.last_turn):
+                # the usage of the request this snapshot is the prompt of (every line of a turn repeats it)
+                session.note_provider_cache(anthropic_cache(rec["message"].get("usage")))
+                yield Snapshot(step, buf.messages(), f"line {line}", line)
+                step += 1
+            buf.add(uuid, message.role, message.parts, turn, filing.here(line) if filing is not None else None)
             if isinstance(uuid, str):
-                _remember(links, uuid, links.get(parent) if isinstance(parent, str) else None)
-            continue
-        if inherited is not None and "summary" not in inherited and rec.get("isCompactSummary") is True:
-            inherited["summary"] = {"line": line, "chars": Message("user", message.parts).size}
-        if pending is not None:
-            summary = compact_summary(rec, message)
-            yield pending.mutation(summary, line if summary is not None else None)
-            pending = None
-        slot = buf.slot(links.get(parent) if isinstance(parent, str) else None)
-        if slot is not None and buf.branches_at(*slot, message.role):
-            before = buf.messages()
-            buf.cut(*slot)
-            after = buf.messages()
-            kept = len(after) - (len(after[-1].parts) < len(before[len(after) - 1].parts))
-            yield Mutation("prune", step, before, after, "claude_code.rewind", f"line {line}",
-                           line=line, changed=tuple(range(kept, len(before))))
-        turn = rec["message"].get("id") if message.role == "assistant" else None
-        turn = turn if isinstance(turn, str) else None
-        if message.role == "assistant" and (turn is None or turn != buf.last_turn):
-            # the usage of the request this snapshot is the prompt of (every line of a turn repeats it)
-            session.note_provider_cache(anthropic_cache(rec["message"].get("usage")))
-            yield Snapshot(step, buf.messages(), f"line {line}", line)
-            step += 1
-        buf.add(uuid, message.role, message.parts, turn)
-        if isinstance(uuid, str):
-            _remember(links, uuid, uuid)
+                _remember(links, uuid, uuid)
+        finally:  # a followed session waits for its next line here: nothing of this record is kept through it
+            rec = message = summary = None
     if pending is not None:
         yield pending.mutation(None, None)
     yield Snapshot(step, buf.messages(), f"line {last_line}", last_line or None, final=True)
 
 
-def compact_summary(rec: dict, message: Message) -> Message | None:
-    """The summary a compaction's ``isCompactSummary`` record holds (`message` read from it), else None."""
-    return Message("user", message.parts, id=rec.get("uuid")) if rec.get("isCompactSummary") is True else None
+def compact_summary(rec: dict, message: Message, filing: Filing | None = None, line: int = 0) -> Message | None:
+    """The summary a compaction's ``isCompactSummary`` record holds (`message` read from it), else None; filed
+    (`sessions.filed`) with a followed session's `filing`, the record being read at `line`."""
+    if rec.get("isCompactSummary") is not True:
+        return None
+    summary = Message("user", message.parts, id=rec.get("uuid"))
+    return summary if filing is None else filed_summary(summary, filing, filing.here(line))
+
+
+def filed_summary(summary: Message, filing: Filing, where: Where) -> FiledMessage:
+    """A compaction's `summary`, read from the record at `where`, filed."""
+    return FiledMessage.of(summary, _Records("user", summary.id, array("q", (*where, len(summary.parts))),
+                                             _NONE_CLEARED), filing)
 
 
 def summary_at(session: Session, rec: Any, line: int) -> Message | None:
     """The compaction summary the record at `line` holds, else None (a resumed watcher reads it again)."""
     message = _message(session, rec, line) if isinstance(rec, dict) else None
     return compact_summary(rec, message) if message is not None else None
+
+
+def _record_message(session: Session, rec: Any, line: int) -> Message | None:
+    """The message of a record read again (`_Records.rebuild`)."""
+    return _message(session, rec, line) if isinstance(rec, dict) else None
 
 
 def _message(session: Session, rec: dict, line: int) -> Message | None:

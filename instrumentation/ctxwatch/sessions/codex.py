@@ -19,11 +19,13 @@ apart from the history), ``turn_context`` and other ``event_msg`` records are no
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..adapters import openai_responses
 from ..model import Message
 from .events import Event, Mutation, Snapshot
+from .filed import FiledMessage, Filing, Where
 
 if TYPE_CHECKING:
     from .session import Session
@@ -40,37 +42,75 @@ def is_model_output(item: dict) -> bool:
 
 
 def events(session: Session) -> Iterator[Event]:
-    start = session.read_from
+    start, filing = session.read_from, session.filing
     buffer: list[Message] = list(start.buffer) if start is not None else []
     step, last_line = start.step if start is not None else 0, 0
     in_output = False
     for line, rec in session.lines():
-        last_line = line
-        if not isinstance(rec, dict):
-            session.skip(line, "not a JSON object")
-            continue
-        kind, payload = rec.get("type"), rec.get("payload")
-        if kind == "response_item" and isinstance(payload, dict):
-            message = session.convert(openai_responses.read, payload, line, f"line {line}")
-            if message is None:
+        try:
+            last_line = line
+            if not isinstance(rec, dict):
+                session.skip(line, "not a JSON object")
                 continue
-            output = is_model_output(payload)
-            if output and not in_output:
-                yield Snapshot(step, tuple(buffer), f"line {line}", line)
-                step += 1
-            in_output = output
-            buffer.append(message)
-        elif kind == "compacted" and isinstance(payload, dict):
-            after = _compacted(session, payload, line)
-            if after is None:
-                continue
-            summary = _summary(payload)
-            yield Mutation("compact", step, tuple(buffer), after, "codex.compacted", f"line {line}",
-                           line=line, summary=summary, summary_line=line if summary else None,
-                           details={"replacement_items": len(payload.get("replacement_history") or ())})
-            buffer = list(after)
-            in_output = False
+            kind, payload = rec.get("type"), rec.get("payload")
+            if kind == "response_item" and isinstance(payload, dict):
+                message = session.convert(openai_responses.read, payload, line, f"line {line}")
+                if message is None:
+                    continue
+                output = is_model_output(payload)
+                if output and not in_output:
+                    yield Snapshot(step, tuple(buffer), f"line {line}", line)
+                    step += 1
+                in_output = output
+                buffer.append(message if filing is None else FiledMessage.of(message, _Item(filing.here(line)), filing))
+            elif kind == "compacted" and isinstance(payload, dict):
+                after = _compacted(session, payload, line)
+                if after is None:
+                    continue
+                if filing is not None:
+                    after = filed(after, filing, filing.here(line), payload)
+                summary = _summary(payload)
+                yield Mutation("compact", step, tuple(buffer), after, "codex.compacted", f"line {line}",
+                               line=line, summary=summary, summary_line=line if summary else None,
+                               details={"replacement_items": len(payload.get("replacement_history") or ())})
+                buffer = list(after)
+                in_output = False
+        finally:  # a followed session waits for its next line here: nothing of this record is kept through it
+            rec = payload = message = after = summary = None
     yield Snapshot(step, tuple(buffer), f"line {last_line}", last_line or None, final=True)
+
+
+def filed(after: tuple[Message, ...], filing: Filing, where: Where, payload: dict) -> tuple[Message, ...]:
+    """The buffer a ``compacted`` record read at `where` leaves (`after`, read from its `payload`), filed."""
+    summary_only = "replacement_history" not in payload
+    return tuple(FiledMessage.of(m, _Item(where, _SUMMARY if summary_only else i), filing) for i, m in enumerate(after))
+
+
+_RECORD = -1  # _Item.index: the record's payload is the message
+_SUMMARY = -2  # the compacted record's summary is the message
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    """Where a filed Codex message was read (`sessions.filed.Source`): the record's payload, an item of a
+    ``compacted`` record's replacement history (`index`), or its summary."""
+
+    where: Where
+    index: int = _RECORD
+
+    def rebuild(self, filing: Filing) -> Message:
+        return filing.reread(self.where, self._read)
+
+    def _read(self, session: Session, rec: Any, line: int) -> Message | None:
+        payload = rec.get("payload") if isinstance(rec, dict) else None
+        if not isinstance(payload, dict):
+            return None
+        if self.index == _RECORD:
+            return session.convert(openai_responses.read, payload, line, f"line {line}")
+        if self.index == _SUMMARY:
+            return _summary(payload)
+        after = _compacted(session, payload, line)
+        return after[self.index] if after is not None and self.index < len(after) else None
 
 
 def compacted_at(session: Session, rec: Any, line: int) -> tuple[Message, ...] | None:

@@ -40,6 +40,7 @@ from ..cache import ProviderCache, added
 from ..errors import InvalidContextError
 from ..model import Message
 from .events import Event, Mutation, Skip, Snapshot
+from .filed import Filing
 from .files import MAX_DOCUMENT_BYTES, MAX_LINE_BYTES, SessionReadError, check_file, iter_jsonl, load_document
 
 EventReader = Callable[["Session"], Iterator[Event]]
@@ -81,6 +82,7 @@ class Session:
         self._provider_cache: ProviderCache | None = None
         self._reader = reader
         self.read_from: ReadFrom | None = None  # None: its file is read from the start
+        self.filing: Filing | None = None  # a followed session's: its readers file their messages (`filed`)
 
     def __iter__(self) -> Iterator[Event]:
         self.skipped = []
@@ -139,6 +141,7 @@ class Session:
             if isinstance(version, str) and version and (not self._versions or self._versions[-1][1] != version):
                 self._versions.append((line, version))
             yield line, value
+            value = None  # not kept while a followed session waits for its next line
 
     def note_time(self, record: Any, line: int | None = None, key: str = "timestamp") -> None:
         """Note the time `record` carries under `key` (if any) as the latest recorded (at `line`, for a JSONL

@@ -5,7 +5,8 @@ with the record links starting afresh; Codex: a ``compacted`` record's replaceme
 audit carries over from the epochs before is small and text-free — the contraction detector's state, the
 reader's step, span and cycle counts, the pairs retired. `capture` takes that state once the compaction is
 measured, as a `ResumePoint`, which the watcher keeps in its state file beside the file's offset
-(`FileState.resume`). A restarted watcher, or an evicted session that grows again, reads the file on from
+(`FileState.resume`); a followed session holds that buffer filed (`sessions.filed`), as its reader would.
+A restarted watcher, or an evicted session that grows again, reads the file on from
 there with the state restored (`restore`): the buffer the compaction left is read again from its record, by
 offset, and checked against its digest; only the current epoch is read again (its spans counted and not
 sent, as the offset and span count say), never what came before it, so resuming costs the epoch, not the
@@ -32,8 +33,10 @@ from ..model import Message
 from ..replay.audit import Auditor
 from ..replay.backfill import Backfill
 from ..sessions import Mutation, Session
-from ..sessions.claude_code import summary_at
+from ..sessions.claude_code import filed_summary, summary_at
 from ..sessions.codex import compacted_at
+from ..sessions.codex import filed as codex_filed
+from ..sessions.filed import Filing, Where
 from ..sessions.files import BadJSON, parse_line
 from ..sessions.session import ReadFrom
 from .tail import Tail
@@ -50,12 +53,15 @@ class Epochs:
     source: str
     after_at: Callable[[Session, Any, int], tuple[Message, ...] | None]
     reread: bool
+    filed: Callable[[tuple[Message, ...], Filing, Where, Any], tuple[Message, ...]]  # as a followed session holds it
 
 
 EPOCHS = {
     "claude_code": Epochs("claude_code.compact_boundary",
-                          lambda session, rec, line: (s,) if (s := summary_at(session, rec, line)) else None, True),
-    "codex": Epochs("codex.compacted", compacted_at, False),
+                          lambda session, rec, line: (s,) if (s := summary_at(session, rec, line)) else None, True,
+                          lambda after, filing, where, _: tuple(filed_summary(s, filing, where) for s in after)),
+    "codex": Epochs("codex.compacted", compacted_at, False,
+                    lambda after, filing, where, rec: codex_filed(after, filing, where, rec["payload"])),
 }
 
 
@@ -153,4 +159,5 @@ def _after(point: ResumePoint, epochs: Epochs, path: Path, session: Session) -> 
         after = None
     if after is None or buffer_digest(after) != point.after:
         raise ResumeError(f"line {line} is not the compaction it was (the file was rewritten?)")
-    return after
+    filing = session.filing
+    return after if filing is None else epochs.filed(after, filing, (point.record, len(raw), line), parse_line(raw))

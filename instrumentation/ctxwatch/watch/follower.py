@@ -30,6 +30,7 @@ from ..replay.audit import Auditor, feed
 from ..replay.backfill import Backfill
 from ..report import Finding
 from ..sessions import Mutation, Session, SessionReadError, detect_session_format, read_session
+from ..sessions.filed import TextChanged
 from ..telemetry.sequence import Generation
 from .checkpoint import ResumeError, ResumePoint, capture, restore
 from .identity import AGENTS, HEAD_BYTES, ServiceLabels, SessionIdentity, head_records, identify, opening
@@ -173,8 +174,13 @@ class Follower:
             return False
         self.format = fmt
         self._number(opening(head, self._is_document()))
-        self.identity = identify(self.path, fmt, head_records(head, self.path.suffix == ".json"))
-        self.service = self.services.label(self.identity.project)
+        identity = identify(self.path, fmt, head_records(head, self.path.suffix == ".json"))
+        if self.state.project is not None:  # as first identified: a resume does not depend on the file's head
+            identity = replace(identity, version=self.state.agent_version, project=self.state.project)
+        else:
+            self.state.agent_version, self.state.project = identity.version, identity.project
+        self.identity = identity
+        self.service = self.services.label(identity.project)
         return True
 
     def _number(self, first_record: str) -> None:
@@ -242,11 +248,16 @@ class Follower:
         `state.spans` already made counted and not sent."""
         assert self.format is not None
         point = self._resume_point()
-        self._tail = Tail(self.path, point.offset, point.line) if point is not None else Tail(self.path)
-        try:
-            self._run(LiveSession(self._tail, self.format, self._wait, self.note, lambda: self._stopping), point)
-        finally:
-            self._tail = None
+        while True:
+            self._tail = Tail(self.path, point.offset, point.line) if point is not None else Tail(self.path)
+            try:
+                self._run(LiveSession(self._tail, self.format, self._wait, self.note, lambda: self._stopping), point)
+                return
+            except TextChanged as exc:  # a put-away message cannot be read again: the file is not what was read
+                self.note(f"{self.path}: {exc}; reading it again from its start")
+                self.state.resume, point = None, None
+            finally:
+                self._tail = None
 
     def _resume_point(self) -> ResumePoint | None:
         if self.state.resume is None:

@@ -27,6 +27,7 @@ from ..replay.audit import Auditor, MutationAudit, SessionAudit
 from ..replay.backfill import Backfill
 from ..report import Finding
 from ..sessions import READERS, Event, Mutation, Session
+from ..sessions.filed import Filing, TextChanged, changed_at
 from ..sessions.files import BadJSON, parse_line
 from ..telemetry import MutationTelemetry
 from .identity import SessionIdentity
@@ -35,43 +36,53 @@ from .tail import Tail
 Note = Callable[[str], None]
 
 
+class _LinesEnded(Exception):
+    """The stream of a followed session ends here (raised through the reader, which makes nothing of it)."""
+
+
 class LiveSession(Session):
     """A session whose lines come from `tail` while `wait()` says to go on (and `stopping()` does not
     say to stop at once); skips become notes.
 
-    What the reader yields once the lines have ended is not emitted: it is what the reader makes of
-    an end of file (a compaction whose summary is not written yet, the buffer left at the end), and
-    the file has not ended — a resumed session reads those records again and emits what they become.
+    The reader makes nothing of the lines ending (what it would make of an end of file — a compaction whose
+    summary is not written yet, the buffer left at the end — is not what the file holds: it has not ended, and
+    a resumed session reads those records again and emits what they become): the end is raised through it.
+
+    Its readers file their messages (`sessions.filed`): before the session waits for its file to grow, the
+    text of every message is put away, and read again from the file (by offset, checked by digest) if a
+    measurement needs it; a record that no longer reads as it did raises `sessions.filed.TextChanged`.
     """
 
     def __init__(self, tail: Tail, format: str, wait: Callable[[], bool], note: Note,
                  stopping: Callable[[], bool] = lambda: False) -> None:
         super().__init__(tail.path, format, READERS[format], max_line_bytes=tail.max_line_bytes)
         self.tail, self.wait, self.stopping, self._note = tail, wait, stopping, note
-        self.ended = False
+        self.filing = Filing(self, lambda: (tail.line_start, tail.offset - tail.line_start))
+
+    def measured_with(self, registry: LiteralRegistry) -> None:
+        """The audit reads literal sets with `registry`: each message's are read (and cached there) before its
+        text is put away, so the next snapshot or mutation finds them without reading the text back."""
+        assert self.filing is not None
+        self.filing.keep = lambda message: (registry.of(message), registry.downstream(message))
 
     def __iter__(self) -> Iterator[Event]:
-        self.ended = False
-        for event in super().__iter__():
-            if self.ended:
-                return
-            yield event
-            del event  # not kept through the wait for more lines (a compaction's buffer before is large)
+        try:
+            for event in super().__iter__():
+                yield event
+                del event  # not kept through the wait for more lines (a compaction's buffer before is large)
+        except _LinesEnded:
+            return
 
     def lines(self) -> Iterator[tuple[int, Any]]:
-        return self.stamped(self._records())
-
-    def _records(self) -> Iterator[tuple[int, Any]]:
-        try:
-            yield from self._complete_lines()
-        finally:
-            self.ended = True
+        return self.stamped(self._complete_lines())
 
     def _complete_lines(self) -> Iterator[tuple[int, Any]]:
+        filing = self.filing
+        assert filing is not None
         while True:
             for line, raw in self.tail.lines():
                 if self.stopping():
-                    return  # the spans made so far are counted; a resumed session goes on from them
+                    raise _LinesEnded  # the spans made so far are counted; a resumed session goes on from them
                 if raw is None:
                     self.skip(line, f"line longer than {self.max_line_bytes} bytes")
                 elif raw.strip():
@@ -79,10 +90,14 @@ class LiveSession(Session):
                         yield line, parse_line(raw)
                     except BadJSON as exc:
                         self.skip(line, str(exc))
+                raw = None  # not kept through the wait
+            filing.put_away()
             if not self.wait():
-                return
+                raise _LinesEnded
 
     def skip(self, line: int | None, reason: str, where: str | None = None) -> None:
+        if self.filing is not None and self.filing.rereading:  # a record read before no longer reads
+            raise TextChanged(changed_at(line))
         self._note(f"{self.path}, {where or f'line {line}'}: skipped: {reason}")
 
 
@@ -125,4 +140,6 @@ class Emitter:
 
     def audit(self, session: Session, identity: SessionIdentity, registry: LiteralRegistry) -> Auditor:
         audit = SessionAudit(str(session.path), identity.loop_id, self.config, format=session.format)
+        if isinstance(session, LiveSession):
+            session.measured_with(registry)
         return Auditor(audit, session, registry)

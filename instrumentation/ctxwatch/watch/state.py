@@ -1,17 +1,20 @@
 """The watcher's state file: per followed file, how far it was read and how many spans it made.
 
 One small JSON document (``{"version": 1, "files": {path: {"inode", "offset", "line", "spans", "generation",
-"opening", "resume"}}}``), written whole to a temporary file beside it and renamed over it, so a crash leaves
-the old or the new state, never half of one. It holds paths, offsets, counts and the digest of each file's
-first record (`identity.opening`: which file of its session it is, the session's `generation`, see
+"opening", "resume", "agent_version", "project"}}}``), written whole to a temporary file beside it and renamed over
+it, so a crash leaves the old or the new state, never half of one. It holds paths, offsets, counts and the digest
+of each file's first record (`identity.opening`: which file of its session it is, the session's `generation`, see
 `telemetry.sequence`; an entry written before these two fields reads as the first file, opening unknown): no
 session content. ``resume`` (absent or null until a Claude Code or Codex session's first compaction) is the
-text-free audit state a session resumes from (`watch.checkpoint.ResumePoint`, about 400 bytes), checked when
-it is used, not when the file is loaded: a watcher that cannot use it reads that session from its start, and
-the rest of the state stands (a state file without it, from an older watcher, loads as before). A state file
-that cannot be read is reported in one line and the watcher starts afresh (sessions are read
-again, and spans already sent are sent again, rather than lost). Default place:
-``$XDG_STATE_HOME/ctxwatch/watch.json`` (``~/.local/state/ctxwatch/watch.json``).
+text-free audit state a session resumes from (`watch.checkpoint.ResumePoint`, about 400 bytes), checked when it is
+used, not when the file is loaded: a watcher that cannot use it reads that session from its start, and the rest of
+the state stands (a state file without it, from an older watcher, loads as before). ``agent_version`` and
+``project`` are who the session is, as the file's head said when the watcher first identified it (the agent's
+version and the project its service label is made of, both on the wire already): a resumed session keeps them
+rather than reading its head again (absent in an older watcher's file, or null: read from the head, as before). A
+state file that cannot be read is reported in one line and the watcher starts afresh (sessions are read again, and
+spans already sent are sent again, rather than lost). Default place: ``$XDG_STATE_HOME/ctxwatch/watch.json``
+(``~/.local/state/ctxwatch/watch.json``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ class FileState:
     generation: int = 0
     opening: str = ""
     resume: Any = None  # `ResumePoint.to_json()` of the epoch the session is in (checked when used), if any
+    agent_version: str | None = None  # as identified from the file's head (`identity.SessionIdentity`)
+    project: str | None = None  # likewise; None: not identified yet (or an older watcher's entry)
 
     def next_file(self, inode: int = 0) -> FileState:
         """The state of another file at this path of the same session (rotated, truncated, re-created): nothing
@@ -69,7 +74,8 @@ def load_state(path: Path) -> dict[str, FileState]:
         try:
             out[name] = FileState(**{k: _count(entry[k]) for k in ("inode", "offset", "line", "spans")},
                                   generation=_count(entry.get("generation", 0)), opening=str(entry.get("opening", "")),
-                                  resume=entry.get("resume"))
+                                  resume=entry.get("resume"), agent_version=_text(entry.get("agent_version")),
+                                  project=_text(entry.get("project")))
         except (AttributeError, KeyError, TypeError, ValueError):
             raise StateError(f"state file {path}: bad entry for {name}") from None
     return out
@@ -80,6 +86,10 @@ def _count(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(value)
     return value
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def save_state(path: Path, files: Mapping[str, FileState]) -> None:
