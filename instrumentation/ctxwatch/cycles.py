@@ -69,13 +69,14 @@ def measure_cycle(change: Change, fp_before: BufferFingerprint, last_rewrite: Bu
 
 
 def _figures(change: Change, base: BufferFingerprint, fp_after: BufferFingerprint, registry: LiteralRegistry,
-             held_after: Callable[[set[str]], set[str]]) -> CycleFigures:
+             held_after: Callable[[set[str]], set[str]], extends: Sequence[int] | None = None) -> CycleFigures:
     """d from `base` (Q_{t-1}, or P_1) to Q_t; the downstream literals of P_t; the lost ones: the
-    downstream literals of the removed messages that `held_after` does not find in Q_t."""
+    downstream literals of the removed messages that `held_after` does not find in Q_t (`extends`: a
+    digest list P_t's extend, when the caller knows one)."""
     candidates = registry.downstream_of_all(change.removed_messages)
     lost = frozenset(candidates - held_after(candidates))
     before = registry.downstream_count(change.before.messages, change.before_digests, rewrite=(
-        change.removed_messages, change.added_messages, change.after_digests))
+        change.removed_messages, change.added_messages, change.after_digests), extends=extends)
     return CycleFigures(distance(base, fp_after), before, len(lost), lost, fp_after)
 
 
@@ -105,42 +106,45 @@ class CycleMeter:
         """The figures of the rewrite P_t -> Q_t, recorded as applied."""
         return self.measure_change(Change.between(Context(tuple(pre)), tuple(post), "rewrite"))
 
-    def measure_change(self, change: Change,
-                       held_after: Callable[[set[str]], set[str]] | None = None) -> CycleFigures:
+    def measure_change(self, change: Change, held_after: Callable[[set[str]], set[str]] | None = None,
+                       extends: Sequence[int] | None = None) -> CycleFigures:
         """As `measure`, for a `Change` whose digests the caller already keeps (replay follows its
         buffer incrementally, so building the change costs no pass over the messages); `held_after`,
         when the caller follows Q_t's literals itself, says which candidates Q_t holds (as
-        `LiteralRegistry.held_by` of ``change.after`` would)."""
-        return self._measure(change, held_after)
+        `LiteralRegistry.held_by` of ``change.after`` would); `extends`, when the caller knows it, is a
+        digest list that ``change.before_digests`` extend: when it is the very list of the previous
+        change's Q_{t-1}, P_t is not compared with Q_{t-1} again (nor by the downstream tally)."""
+        return self._measure(change, held_after, extends)
 
     def cycle(self, pre: Sequence[Message], post: Sequence[Message]) -> CycleFigures | None:
         """As `measure`, but None for a pure append (Q_t extends P_t), which is no rewrite cycle."""
         change = Change.between(Context(tuple(pre)), tuple(post), "rewrite")
         return None if change.is_append_only else self._measure(change)
 
-    def _measure(self, change: Change,
-                 held_after: Callable[[set[str]], set[str]] | None = None) -> CycleFigures:
+    def _measure(self, change: Change, held_after: Callable[[set[str]], set[str]] | None = None,
+                 extends: Sequence[int] | None = None) -> CycleFigures:
         if self._last is None:
             base = self.fingerprinter.buffer(change.before.messages)
             fp_after = base.updated(change.removed_messages, change.added_messages)
         else:
             base = self._last
-            fp_after = self._fingerprint_after(change)
+            fp_after = self._fingerprint_after(change, extends is self._last_digests)
         figures = _figures(change, base, fp_after, self.registry,
-                           held_after or (lambda candidates: self.registry.held_by(change.after, candidates)))
+                           held_after or (lambda candidates: self.registry.held_by(change.after, candidates)), extends)
         self._last, self._last_digests = figures.fp_after, change.after_digests
         return figures
 
-    def _fingerprint_after(self, change: Change) -> BufferFingerprint:
+    def _fingerprint_after(self, change: Change, extends_last: bool = False) -> BufferFingerprint:
         """fp(Q_t) from fp(Q_{t-1}), by the shorter way (both give the same sums): through P_t when P_t
         extends Q_{t-1} by fewer messages, with the change's, than Q_t holds (a rewind of a long
         buffer: only the appends and the change are read), else directly from the messages Q_{t-1}
-        and Q_t do not share (a compaction: the epoch in between is never read)."""
+        and Q_t do not share (a compaction: the epoch in between is never read). `extends_last`: the
+        caller knows P_t extends Q_{t-1}."""
         last, pre = self._last_digests, change.before_digests
         appended = len(pre) - len(last)
         if (self._last is not None and appended >= 0
                 and appended + len(change.removed) + len(change.added) < len(change.after)
-                and pre[: len(last)] == last):
+                and (extends_last or pre[: len(last)] == last)):
             grown = self._last.updated((), change.before.messages[len(last):])
             return grown.updated(change.removed_messages, change.added_messages)
         return self.fingerprinter.buffer(change.after, base=self._last)

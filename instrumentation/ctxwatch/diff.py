@@ -18,9 +18,13 @@ from functools import cached_property
 from .model import Context, Message
 
 
-def common_prefix(a: Sequence, b: Sequence) -> int:
-    """How many leading items `a` and `b` (two lists or two tuples) share; equal slices compare in C."""
+def common_prefix(a: Sequence, b: Sequence, guess: int | None = None) -> int:
+    """How many leading items `a` and `b` (two lists or two tuples) share; equal slices compare in C.
+    `guess`, when the caller has one (where a reader says the change starts), is checked first: one
+    comparison of the prefix instead of a search through the whole."""
     n = min(len(a), len(b))
+    if guess is not None and 0 <= guess < n and a[:guess] == b[:guess] and a[guess] != b[guess]:
+        return guess
     if a[:n] == b[:n]:
         return n
     lo, hi = 0, n  # a[:lo] == b[:lo] holds; a[:hi] == b[:hi] does not

@@ -282,15 +282,19 @@ class LiteralRegistry:
         return set().union(*map(self.downstream, messages))
 
     def downstream_count(self, messages: Sequence[Message], digests: Sequence[int] | None = None, *,
-                         rewrite: Rewrite | None = None) -> int:
+                         rewrite: Rewrite | None = None, extends: Sequence[int] | None = None) -> int:
         """``len(self.downstream_of_all(messages))``, carried over from the previous call: when
         `messages` extend the buffer of that call (or the result of the `rewrite` it announced),
         only the appended messages (and the rewrite's) are read; otherwise the count is rebuilt.
         `digests` are the messages' digests when the caller has them; `rewrite` is (removed,
-        added, digests after) of a rewrite of `messages` the caller may apply before the next call."""
+        added, digests after) of a rewrite of `messages` the caller may apply before the next call.
+        `extends`, when the caller knows it, is a digest list that `digests` extend (the caller found
+        the common prefix itself): when it is the very list of the previous call's buffer or rewrite,
+        the prefix is not compared again. Digest lists passed are never changed afterwards (every
+        caller builds new ones), so the tally keeps them as they are, without a copy."""
         with self._tally_lock:
             return self._tally.rebase(self, messages, [m.digest for m in messages] if digests is None else digests,
-                                      rewrite)
+                                      rewrite, extends)
 
     def held_by(self, messages: Iterable[Message], candidates: Iterable[str]) -> set[str]:
         """The candidates that are literals of some message: ``set(candidates) & self.of_all(messages)``,
@@ -334,16 +338,17 @@ class _DownstreamTally:
         self.copies: Counter[int] = Counter()
         self.members: dict[int, frozenset[str]] = {}
         self.holders: Counter[str] = Counter()
-        self.pending: tuple[list[int], Sequence[Message], list[int]] | None = None
+        self.pending: tuple[list[int], Sequence[Message], Sequence[int]] | None = None
 
     def rebase(self, registry: LiteralRegistry, messages: Sequence[Message], digests: Sequence[int],
-               rewrite: Rewrite | None) -> int:
-        """Move the tally to `messages` and return how many distinct downstream literals they hold."""
-        digests = list(digests)
+               rewrite: Rewrite | None, extends: Sequence[int] | None = None) -> int:
+        """Move the tally to `messages` and return how many distinct downstream literals they hold
+        (`extends`: a digest list `digests` is known to extend, see `LiteralRegistry.downstream_count`)."""
         pending, self.pending = self.pending, None
         copies = self.copies
-        if pending is not None and _extends(digests, pending[2]):  # the rewrite was applied
-            removed, added, after = pending
+        applied = pending is not None and (extends is pending[2] or _extends(digests, pending[2]))
+        if applied:  # the rewrite was applied
+            removed, added, after = pending  # type: ignore[misc]
             for digest in removed:  # a rewrite's removed and added messages are what the buffer lost and gained
                 left = copies[digest] - 1
                 if left > 0:
@@ -353,8 +358,8 @@ class _DownstreamTally:
             for m in added:
                 copies[m.digest] += 1
                 self._add(registry, m.digest, m)
-            self.digests = after  # the tally's own copy (see below)
-        if _extends(digests, self.digests):
+            self.digests = after
+        if applied or extends is self.digests or _extends(digests, self.digests):
             for i in range(len(self.digests), len(digests)):
                 copies[digests[i]] += 1
                 self._add(registry, digests[i], messages[i])
@@ -371,7 +376,7 @@ class _DownstreamTally:
                     new.discard(digests[i])
                     self._add(registry, digests[i], messages[i])
         self.digests = digests
-        self.pending = None if rewrite is None else ([m.digest for m in rewrite[0]], rewrite[1], list(rewrite[2]))
+        self.pending = None if rewrite is None else ([m.digest for m in rewrite[0]], rewrite[1], rewrite[2])
         return len(self.holders)
 
     def _add(self, registry: LiteralRegistry, digest: int, message: Message) -> None:

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwatch import Message, TextPart
-from ctxwatch.diff import Change
+from ctxwatch.diff import Change, common_prefix
 from ctxwatch.model import Context
 
 MESSAGES = [Message("user", [TextPart(t)]) for t in "abcd"]
@@ -41,3 +41,11 @@ def test_the_common_prefix_and_suffix_are_the_longest_runs_both_sides_share(befo
     assert p + s <= min(len(before), len(after))
     assert before[len(before) - s:] == after[len(after) - s:]
     assert p + s == min(len(before), len(after)) or before[-s - 1] != after[-s - 1]
+
+
+@settings(max_examples=400, deadline=None)
+@given(buffers, buffers, st.none() | st.integers(-1, 9))
+def test_a_guessed_common_prefix_is_only_taken_when_it_is_the_common_prefix(before, after, guess):
+    """A reader's hint (where it says the change starts) is checked: a wrong one gives the same answer."""
+    a, b = tuple(before), tuple(after)
+    assert common_prefix(a, b, guess) == Change.between(Context(a), b, "rewrite").prefix_len

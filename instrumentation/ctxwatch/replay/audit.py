@@ -267,14 +267,17 @@ class Auditor:
         self._read_any = True
         self._last = None  # the buffer recorded before is left behind (a snapshot of the one after follows)
         buf = self.buffer
-        buf.sync(m.before)
+        last = buf.digests  # Q_{t-1}'s when the last mutation left the buffer (the meter's and the tally's)
+        grown = buf.shared(m.before)
+        buf.sync(m.before, grown)
         size_before, digests_before = buf.size, buf.digests
-        keep = buf.shared(m.after)
+        # where the reader says the change starts, checked (a rewind keeps all but the last few messages)
+        keep = buf.shared(m.after, min(m.changed) if m.changed else None)
         calls, results, in_flight_ids = self._pairs_through(m, keep)
         self._listed.update(calls, results)
         in_flight = tuple(self._at(cid, m.where) for cid in in_flight_ids)
         change = Change(Context(m.before), m.after, "rewrite", digests_before, buf.digests, shared=keep)
-        figures = self.meter.measure_change(change, buf.held)
+        figures = self.meter.measure_change(change, buf.held, last if grown == len(last) else None)
         verdict = self.detector.update(figures.d, figures.literals_before, figures.literals_lost, buf.size)
         audit = MutationAudit(
             cycle=verdict.cycle, kind=m.kind, source=m.source, step=m.step, where=m.where, line=m.line,

@@ -41,9 +41,9 @@ class FollowedBuffer:
         """Characters of readable text in the buffer (`Message.size` summed)."""
         return self._sizes[-1]
 
-    def shared(self, buffer: tuple[Message, ...]) -> int:
-        """How many leading messages `buffer` has in common with this one."""
-        return common_prefix(self.messages, buffer)
+    def shared(self, buffer: tuple[Message, ...], guess: int | None = None) -> int:
+        """How many leading messages `buffer` has in common with this one (`guess`: see `common_prefix`)."""
+        return common_prefix(self.messages, buffer, guess)
 
     def sync(self, buffer: tuple[Message, ...], shared: int | None = None) -> None:
         """Become `buffer` (`shared`: its common prefix with this one, when already known)."""
