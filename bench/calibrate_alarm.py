@@ -20,23 +20,25 @@ are no cycle; r_t counts downstream literals), so the tables describe what a use
 4. Sweeps of `converge_max`, `fall_ratio`, `contract_ratio`, `carried_min`, `step_ratio`, `contract_noise`
    and `shrink_min`, one at a time: onsets caught, false alarms, and the real sessions' evidence cycles
    and smallest margin.
-5. The targets of issue 14, each with PASS or FAIL.
+5. The targets of issue 14, each MET or MISS.
 
 Each loop is measured once (`ctxwatch.cycles.CycleMeter.cycle`, the guard's measurement); every
 configuration's detector is then fed the same figures.
 
     .venv/bin/python bench/calibrate_alarm.py [--loops 120] [--healthy 60] [--long-loops 10] [--corpus DIR]
-        [--first-seed 0]
+        [--first-seed 0] [--held-out 9000,13000,...] [--long-runs 2] [--long-cycles 2000] [--cache FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import statistics
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from ctxwatch.contraction import ContractionDetector, CycleVerdict, DetectorConfig
@@ -75,9 +77,10 @@ class Targets:
 @dataclass(frozen=True)
 class Measured:
     """A synthetic loop's rewrite cycles as the guard measures them: (t, d, literals before, lost,
-    size of Q_t), the size as the guard's span carries it (`ctxwatch.size.after`)."""
+    size of Q_t), the size as the guard's span carries it (`ctxwatch.size.after`); its seed and onset."""
 
-    loop: SyntheticLoop
+    seed: int
+    onset: int | None
     cycles: tuple[tuple[int, float, int, int, int], ...]
 
     @classmethod
@@ -88,7 +91,7 @@ class Measured:
             if figures is not None:
                 out.append((c.t, figures.d, figures.literals_before, figures.literals_lost,
                             sum(m.size for m in c.post)))
-        return cls(loop, tuple(out))
+        return cls(loop.seed, loop.onset, tuple(out))
 
     def verdicts(self, config: DetectorConfig) -> list[tuple[int, CycleVerdict]]:
         detector = ContractionDetector(config)
@@ -100,11 +103,25 @@ class Measured:
 
     def delay(self, config: DetectorConfig) -> int | None:
         entered = self.entered_at(config)
-        return None if entered is None or self.loop.onset is None else entered - self.loop.onset
+        return None if entered is None or self.onset is None else entered - self.onset
+
+
+# every loop measured once: (family, seed, its length when not the family's own) -> (onset, cycles); `--cache FILE`
+# keeps them across runs (a loop's figures depend on its family, seed and length only: the simulations are seeded)
+MEASURED: dict[tuple[str, int, int | None], tuple[int | None, tuple[tuple[int, float, int, int, int], ...]]] = {}
+
+
+def measured(family: str, seed: int, make: Callable[[int], SyntheticLoop], length: int | None = None) -> Measured:
+    key = (family, seed, length)
+    if key not in MEASURED:
+        loop = Measured.of(make(seed))
+        MEASURED[key] = (loop.onset, loop.cycles)
+    onset, cycles = MEASURED[key]
+    return Measured(seed, onset, cycles)
 
 
 def contracting_loops(n: int, first: int = 0) -> dict[str, list[Measured]]:
-    return {family: [Measured.of(make(seed)) for seed in range(first, first + n)]
+    return {family: [measured(family, seed, make) for seed in range(first, first + n)]
             for family, make in CONTRACTING_FAMILIES.items()}
 
 
@@ -112,9 +129,29 @@ def healthy_loops(n: int, first: int = 1000, long_loops: int = 10) -> dict[str, 
     """`n` loops of each healthy family, and `long_loops` of each of docs/guard.md's long loops (150
     compactions each, one conversation; the review's D1 shape)."""
     families = {**HEALTHY_FAMILIES, **TOOL_LOOP_FAMILIES}
-    loops = {family: [Measured.of(make(seed)) for seed in range(first, first + n)] for family, make in families.items()}
-    return loops | {family: [Measured.of(make(seed)) for seed in range(first, first + long_loops)]
+    loops = {family: [measured(family, seed, make) for seed in range(first, first + n)]
+             for family, make in families.items()}
+    return loops | {family: [measured(family, seed, make) for seed in range(first, first + long_loops)]
                     for family, make in DOCS_LOOP_FAMILIES.items()}
+
+
+# families whose buffer keeps every literal grow with the run (their cycles lose nothing, and measuring them costs
+# the square of their length): they run a fifth as long
+GROWING = frozenset({"summarizing", "chain"})
+
+
+def long_families(cycles: int) -> dict[str, Callable[[int], SyntheticLoop]]:
+    """Every healthy family run for `cycles` rewrite cycles (compactions, folds) in one loop: a healthy agent
+    runs for days, and a per-cycle false-alarm rate of 1e-4 halts it. Appending has no cycle to run."""
+    simple = {family: partial(make, cycles=cycles // 5 if family in GROWING else cycles)
+              for family, make in HEALTHY_FAMILIES.items() if family != "appending"}
+    return (simple | {family: partial(make, folds=cycles) for family, make in TOOL_LOOP_FAMILIES.items()}
+            | {family: partial(make, compactions=cycles) for family, make in DOCS_LOOP_FAMILIES.items()})
+
+
+def long_loops(n: int, first: int, cycles: int) -> dict[str, list[Measured]]:
+    return {family: [measured(family, seed, make, cycles) for seed in range(first, first + n)]
+            for family, make in long_families(cycles).items()}
 
 
 def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> None:
@@ -125,7 +162,7 @@ def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> Non
     print("|---|---|---|---|---|---|---|---|")
     for family, loops in contracting.items():
         near = [(d, lost / before if before else 0.0) for lp in loops for t, d, before, lost, _ in lp.cycles
-                if lp.loop.onset is not None and lp.loop.onset <= t <= lp.loop.onset + 2]
+                if lp.onset is not None and lp.onset <= t <= lp.onset + 2]
         spread = f"{_deciles([d for d, _ in near])} | {_deciles([r for _, r in near])}"
         for name, config in CONFIGS.items():
             delays = [lp.delay(config) for lp in loops]
@@ -138,6 +175,78 @@ def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> Non
             if name == "default":
                 targets.check(f"{family}: onset within 2 cycles in >= 95% ({within}/{n})", within >= 0.95 * n)
                 targets.check(f"{family}: no alarm before the onset ({early})", early == 0)
+
+
+# contracting seeds besides the design sets (0-119, 5000-5199): 9000-60000 were looked at while `carried_min` and
+# `fall_ratio` were chosen, 70000-90000 only after (docs/alarm.md, "The step's own spread")
+HELD_OUT = (9000, 13000, 21000, 30000, 40000, 50000, 60000, 70000, 80000, 90000)
+
+
+def _onset_counts(loops: list[Measured]) -> tuple[int, int, int, list[int]]:
+    """Within 2 cycles, early, missed, and the seeds caught later than 2 cycles after their onset."""
+    delays = [(lp.seed, lp.delay(CONFIGS["default"])) for lp in loops]
+    late = [seed for seed, d in delays if d is not None and d > 2]
+    return (sum(d is not None and 0 <= d <= 2 for _, d in delays), sum(d is not None and d < 0 for _, d in delays),
+            sum(d is None for _, d in delays), late)
+
+
+def held_out_table(ranges: tuple[int, ...], n: int, targets: Targets) -> None:
+    """Onset on contracting seeds the defaults were not chosen on, `n` loops per family from each first seed."""
+    print(f"\n## 1c. Onset out of sample: {n} contracting loops per family from each first seed (defaults)")
+    print("| seeds | family | within 2 cycles | late (seeds) | early (before onset) | missed |")
+    print("|---|---|---|---|---|---|")
+    for first in ranges:
+        for family, loops in contracting_loops(n, first).items():
+            within, early, missed, late = _onset_counts(loops)
+            print(f"| {first}-{first + n - 1} | {family} | {within}/{n} ({within / n:.1%}) | "
+                  f"{', '.join(map(str, late)) or '—'} | {early} | {missed} |")
+            targets.check(f"{family}, seeds {first}-{first + n - 1}: onset within 2 cycles in >= 95% ({within}/{n}), "
+                          f"none before it ({early})", within >= 0.95 * n and early == 0)
+
+
+# a detector without a count's chance spread enters the quiet-tool loops falsely (review F2): what leaving looks like
+FORCED = DetectorConfig(contract_noise=0.0, step_noise=0.0)
+REGIME_CYCLES = 40  # contracting loops run this long to show that a loop converging on a fixed point never leaves
+RECOVERY_ROOM = 50  # a false entry with this many cycles after it must have left the regime by then
+
+
+def leaving_table(n: int, first: int, healthy: dict[str, list[Measured]], targets: Targets) -> None:
+    """Contracting loops run `REGIME_CYCLES` cycles (none may leave once entered), and the docs loops fed to a
+    detector that enters them falsely (`FORCED`: every false entry must leave)."""
+    print(f"\n## 1d. Leaving the regime: {n} contracting loops per family run {REGIME_CYCLES} cycles (defaults); "
+          f"docs/guard.md's long loops with no chance spread (contract_noise=0, step_noise=0: false entries)")
+    print("| loops | entered | left | still in the regime at the end | cycles in the regime before leaving "
+          "(min / median / max) |")
+    print("|---|---|---|---|---|")
+    for family, make in CONTRACTING_FAMILIES.items():
+        runs = [[v for _, v in measured(family, seed, partial(make, cycles=REGIME_CYCLES), REGIME_CYCLES)
+                 .verdicts(CONFIGS["default"])]
+                for seed in range(first, first + n)]
+        entered, left = sum(any(v.entered for v in r) for r in runs), sum(any(v.left for v in r) for r in runs)
+        print(f"| {family} (contracting, {REGIME_CYCLES} cycles) | {entered}/{n} | {left} | "
+              f"{sum(r[-1].state == 'contracting' for r in runs)} | — |")
+        targets.check(f"{family}, {REGIME_CYCLES} cycles: no loop leaves the regime while it converges ({left})",
+                      left == 0)
+    for family in DOCS_LOOP_FAMILIES:
+        entries = left = still = stuck = 0
+        spans: list[int] = []
+        for lp in healthy[family]:
+            start = None
+            verdicts = [v for _, v in lp.verdicts(FORCED)]
+            for v in verdicts:
+                if v.entered:
+                    entries, start = entries + 1, v.cycle
+                elif v.left and start is not None:
+                    spans.append(v.cycle - start)
+                    left, start = left + 1, None
+            if start is not None:
+                still += 1
+                stuck += len(verdicts) - start >= RECOVERY_ROOM
+        spread = f"{min(spans)} / {statistics.median(spans):g} / {max(spans)}" if spans else "—"
+        print(f"| {family} (healthy, forced) | {entries} | {left} | {still} | {spread} |")
+        if entries:
+            targets.check(f"{family}: every false entry with {RECOVERY_ROOM} cycles after it leaves the regime "
+                          f"({stuck} did not)", stuck == 0 and all(x < RECOVERY_ROOM for x in spans))
 
 
 # the definition without one of its parts: d judged as measured (before `net_distance`), and no contracting step
@@ -167,10 +276,10 @@ def late_loops_table(contracting: dict[str, list[Measured]]) -> None:
                 kept = v.literals_before - v.literals_lost
                 share = "—" if carried is None or not v.literals_before else f"{carried / v.literals_before:.2f}"
                 carried = kept
-                if not lp.loop.onset - 1 <= t <= lp.loop.onset + 3:
+                if not lp.onset - 1 <= t <= lp.onset + 3:
                     continue
                 evidence = " / ".join(_yes(x.evidence) for _, x in row)
-                print(f"| {family} | {lp.loop.seed} | {lp.loop.onset} | {shown} | {t} | {v.d:.3f} | {v.d_net:.3f} | "
+                print(f"| {family} | {lp.seed} | {lp.onset} | {shown} | {t} | {v.d:.3f} | {v.d_net:.3f} | "
                       f"{v.r:.3f} | {v.literals_lost}/{v.literals_before} | {kept} | {share} | {v.size_after} | "
                       f"{evidence} |")
 
@@ -180,14 +289,14 @@ def false_alarm_table(healthy: dict[str, list[Measured]], targets: Targets) -> N
     long_loops = len(healthy[next(iter(DOCS_LOOP_FAMILIES))])
     informational: dict[str, Callable[[int], SyntheticLoop]] = {
         "sentinel drift (paraphrasing, rate 0.3)": paraphrasing_loop, "ordering inversion (re-ranking)": reranking_loop}
-    measured = {**healthy, **{label: [Measured.of(make(1000 + seed)) for seed in range(20)]
-                              for label, make in informational.items()}}
+    shown = {**healthy, **{label: [measured(label, 1000 + seed, make) for seed in range(20)]
+                           for label, make in informational.items()}}
     print(f"\n## 2. False alarms: healthy loops ({n} per family, seeds {_seeds(healthy)}; docs/guard.md's long "
           f"loops: {long_loops} per family, 150 compactions each; sentinel drift and re-ranking: 20, seeds 1000-1019)")
     print("| family | rewrite cycles | " + " | ".join(f"alarms, {name}" for name in CONFIGS)
           + " | evidence cycles | median d | median r | smallest margin |")
     print("|---|---|" + "---|" * (len(CONFIGS) + 4))
-    for label, loops in measured.items():
+    for label, loops in shown.items():
         count = len(loops)
         alarms = [sum(lp.entered_at(cfg) is not None for lp in loops) for cfg in CONFIGS.values()]
         verdicts = [v for lp in loops for _, v in lp.verdicts(CONFIGS["default"])]
@@ -200,9 +309,26 @@ def false_alarm_table(healthy: dict[str, list[Measured]], targets: Targets) -> N
             targets.check(f"{label}: no false alarm ({alarms[0]}/{count})", alarms[0] == 0)
 
 
+def long_table(n: int, first: int, cycles: int, targets: Targets) -> None:
+    """`n` runs of every healthy family, `cycles` rewrite cycles each (a fifth for the growing ones)."""
+    print(f"\n## 2b. Long runs: {n} loop(s) per healthy family from seed {first}, {cycles} rewrite cycles each "
+          f"({cycles // 5} for {' and '.join(sorted(GROWING))}, whose buffers keep every literal and grow)")
+    print("| family | rewrite cycles | alarms | evidence cycles | smallest margin |")
+    print("|---|---|---|---|---|")
+    for family, loops in long_loops(n, first, cycles).items():
+        verdicts = [[v for _, v in lp.verdicts(CONFIGS["default"])] for lp in loops]
+        alarms = sum(any(v.entered for v in run) for run in verdicts)
+        flat = [v for run in verdicts for v in run]
+        margins = [v.margin for v in flat if v.margin is not None]
+        print(f"| {family} | {len(flat)} | {alarms}/{len(loops)} | {sum(v.evidence for v in flat)} | "
+              f"{_margin(min(margins, default=None))} |")
+        targets.check(f"{family}, {len(flat)} cycles in {len(loops)} long run(s): no false alarm ({alarms})",
+                      alarms == 0)
+
+
 def _seeds(families: dict[str, list[Measured]]) -> str:
     loops = next(iter(families.values()))
-    return f"{loops[0].loop.seed}-{loops[-1].loop.seed}"
+    return f"{loops[0].seed}-{loops[-1].seed}"
 
 
 def _deciles(values: list[float]) -> str:
@@ -222,10 +348,15 @@ def _margin(margin: float | None) -> str:
     return "— (nothing lost)" if margin is None else f"{margin:+.3f}"
 
 
+def _first_margin(v: CycleVerdict) -> float:
+    """A first cycle's margin as if it had a history: d' over the conditions judged on the net distance."""
+    return v.d_net - min(CONFIGS["default"].converge_max, v.r)
+
+
 def _cycle_margin(v: CycleVerdict) -> str:
     if v.first and v.losing:
-        return f"— (first cycle; {v.d_net - v.threshold:+.3f} with a history)"
-    if v.losing and not v.trended:
+        return f"— (first cycle; {_first_margin(v):+.3f} with a history)"
+    if v.losing and v.margin is None:
         return "— (second cycle: no trend of d yet, kept literals not contracting)"
     return _margin(v.margin)
 
@@ -277,7 +408,7 @@ def corpus_table(corpus: Path, targets: Targets) -> list[Figures]:
                   f"{_yes(v.shrinking)} | {_yes(v.losing)} | {_yes(v.below)} | {_cycle_margin(v)} | {v.state} |")
         margins = [v.margin for v in verdicts if v.margin is not None]
         real_margins.extend(margins)
-        first_margins.extend(v.d_net - v.threshold for v in verdicts if v.first and v.losing)
+        first_margins.extend(_first_margin(v) for v in verdicts if v.first and v.losing)
         ext = extended(verdicts, config) if verdicts else []
         ext_state = "contracting" if any(v.state == "contracting" for v in ext) else "healthy"
         print(f"\nverdict: {audit.explain()}")
@@ -303,6 +434,7 @@ def corpus_table(corpus: Path, targets: Targets) -> list[Figures]:
 SWEEP = {"converge_max": (0.55, 0.6, 0.62, 0.65, 0.7), "fall_ratio": (0.6, 0.7, 0.8, 0.9, 1.0),
          "contract_ratio": (0.3, 0.4, 0.5, 0.6, 0.7), "carried_min": (0.5, 0.6, 0.65, 0.7, 0.8, 0.9),
          "step_ratio": (0.0, 0.8, 0.85, 0.9, 0.95, 1.0), "contract_noise": (0.0, 1.5, 2.0, 2.25, 2.5, 3.0),
+         "step_noise": (0.0, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5),
          "shrink_min": (0.2, 0.3, 0.4, 0.5, 1.0)}
 
 
@@ -341,27 +473,45 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0,
                         help="first contracting seed (healthy loops start 1000 later): other seeds check the defaults "
                              "out of sample")
+    parser.add_argument("--held-out", default=",".join(map(str, HELD_OUT)),
+                        help="first seeds of the out-of-sample onset ranges, comma-separated ('' for none)")
+    parser.add_argument("--held-out-loops", type=int, default=200, help="contracting loops per family and range")
+    parser.add_argument("--long-runs", type=int, default=2, help="long runs per healthy family (0 for none)")
+    parser.add_argument("--long-cycles", type=int, default=2000, help="rewrite cycles of each long run")
+    parser.add_argument("--long-first", type=int, default=71000, help="first seed of the long runs")
+    parser.add_argument("--cache", type=Path, metavar="FILE",
+                        help="keep every loop's measured figures in FILE (pickle) and reuse them on the next run")
     args = parser.parse_args()
     cfg = DetectorConfig()
     print(f"# contraction alarm calibration — DetectorConfig defaults: enter_cycles={cfg.enter_cycles}, "
           f"exit_cycles={cfg.exit_cycles}, window={cfg.window}, converge_max={cfg.converge_max}, "
           f"rise_max={cfg.rise_max}, fall_ratio={cfg.fall_ratio}, contract_ratio={cfg.contract_ratio}, "
           f"carried_min={cfg.carried_min}, step_ratio={cfg.step_ratio}, contract_noise={cfg.contract_noise}, "
+          f"step_noise={cfg.step_noise}, recover_ratio={cfg.recover_ratio}, "
           f"shrink_min={cfg.shrink_min}, "
           f"min_literals={cfg.min_literals}, min_lost={cfg.min_lost}, "
           f"exit_margin={cfg.exit_margin}")
+    if args.cache and args.cache.exists():
+        MEASURED.update(pickle.loads(args.cache.read_bytes()))
     targets = Targets()
     contracting = contracting_loops(args.loops, args.first_seed)
     healthy = healthy_loops(args.healthy, args.first_seed + 1000, args.long_loops)
     onset_table(contracting, targets)
     late_loops_table(contracting)
+    if args.held_out:
+        held_out_table(tuple(int(x) for x in args.held_out.split(",")), args.held_out_loops, targets)
+    leaving_table(args.loops, args.first_seed, healthy, targets)
     false_alarm_table(healthy, targets)
+    if args.long_runs:
+        long_table(args.long_runs, args.long_first, args.long_cycles, targets)
     sessions = corpus_table(args.corpus, targets)
     sweep_table(contracting, healthy, sessions)
     print("\n## 5. Targets\n")
     for label, met in targets.lines:
-        print(f"- {'PASS' if met else 'FAIL'}: {label}")
+        print(f"- {'MET' if met else 'MISS'}: {label}")
     print(f"\n{sum(met for _, met in targets.lines)}/{len(targets.lines)} targets met")
+    if args.cache:
+        args.cache.write_bytes(pickle.dumps(MEASURED))
 
 
 if __name__ == "__main__":

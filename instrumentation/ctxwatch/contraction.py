@@ -17,17 +17,20 @@ conditions hold:
   or a *contracting step*: the rewrite's input is mostly its own previous output,
   ``K_{t-1} ≥ carried_min × |literals(P_t)|``, and both what it keeps and the buffer shrink in the step,
   ``K_t ≤ step_ratio × K_{t-1}`` and ``|Q_t| ≤ step_ratio × |Q_{t-1}|`` — either fall of K counting only
-  beyond a count's chance spread, ``m − K_t ≥ contract_noise × √m`` (m the median, or K_{t-1}) — or d
+  beyond a count's chance spread, ``m − K_t ≥ contract_noise × √m`` for the halving (m the median) and
+  ``m − K_t ≥ step_noise × √m`` for the step (m the smaller of K_{t-1} and the median) — or d
   falling, ``d_t ≤ fall_ratio × mean(d_{t-w} … d_{t-1})``, d as measured on both sides (the first cycle's
   d, P_1 against Q_1, left out)
 - cumulative loss is growing:  ``L_t ≥ min_lost`` and ``|literals(P_t)| ≥ min_literals``
 - distance below loss rate:    ``d'_t < r_t``
 
-All three bound d'_t from above, so one number says how far a cycle is from being evidence: its
-*margin* ``d'_t − threshold``, where the threshold is the smallest of ``converge_max``, the
-jump bound, the trend bound (none when the kept literals contract) and ``r_t`` (a cycle that loses
-nothing, a first cycle, or a second one whose kept literals do not contract is no evidence at any d;
-for a first cycle the threshold leaves the jump and trend bounds out, saying how close it would
+Every condition bounds a distance from above — d'_t for the first, the jump and d' < r, d_t as measured for
+d's fall — so one number on the fingerprint's distance scale (d and d' are both angles between fingerprints)
+says how far a cycle is from being evidence: its *margin* (`_margin`), the largest amount by which a
+condition's distance exceeds its bound: ``max(d'_t − min(converge_max, jump bound, r_t), d_t − fall bound)``,
+the second term only when the kept literals do not contract. Below 0 the cycle is evidence; a cycle that
+loses nothing, a first cycle, or a second one whose kept literals do not contract is no evidence at any d
+(margin None; the calibration prints a first cycle's ``d'_t − min(converge_max, r_t)``, saying how close it would
 be). Why the trend: a naive sliding summarizer has a flat d near 0.5 below r and converges on
 nothing. Why this trend (review D1): in a real tool loop |Q_t| moves by ±25% from cycle to cycle
 (1-3 tool calls a step, results of any length), so neither the size (against the recent largest)
@@ -53,10 +56,14 @@ gives d up to 0.5 with nothing new in Q_t, hence the net distance (docs/alarm.md
 
 The state machine has hysteresis both ways: `enter_cycles` evidence cycles with no clear cycle
 between them, within `window` cycles of the first, move it from ``healthy`` to ``contracting``
-(the onset recorded is the first evidence cycle of that run), and `exit_cycles` consecutive
-*clear* cycles move it back, where a clear cycle loses no literal or changes the buffer clearly more than it loses
-(``d'_t ≥ r_t + exit_margin``). A cycle that is neither evidence nor clear neither confirms nor
-refutes: it holds the entry run where it is and breaks an exit run.
+(the onset recorded is the first evidence cycle of that run, and the *level*, the median K of the window
+before it, is kept), and `exit_cycles` consecutive *clear* cycles move it back, where a clear cycle loses
+no literal or changes the buffer clearly more than it loses (``d'_t ≥ r_t + exit_margin``) or, in the
+regime, keeps its literals back at their level, ``K_t ≥ max(recover_ratio × level, 1)`` (*recovered*: a
+loop at a fixed point keeps ever fewer of the literals that matter; one keeping as many as before it entered
+has left it, or never was at one — a lossy tool loop has d' < r on every cycle, so without this a false entry
+is for good). A cycle that is neither evidence nor clear neither confirms nor refutes: it holds the entry run
+where it is and breaks an exit run.
 
 The detector is pure (figures in, verdict out) and its state is a small JSON-able dict, so the
 guard runs it in-process and the monitor rebuilds the very same state from span attributes
@@ -74,7 +81,7 @@ from typing import Any, Literal
 
 State = Literal["healthy", "contracting"]
 STATES: tuple[str, ...] = ("healthy", "contracting")
-_STATE_VERSION = 3
+_STATE_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -86,23 +93,26 @@ class DetectorConfig:
     window: how many previous cycles the trend and jump bounds look at.
     converge_max: d'_t above this is no convergence (consecutive buffers are not alike).
     rise_max: d'_t more than this above the window's largest d' is a jump, not convergence (0: never above it).
-    fall_ratio: d'_t at most this share of the window's mean d' is a real downward trend of d.
+    fall_ratio: d_t at most this share of the window's mean d (both as measured) is a real downward trend of d.
     contract_ratio: a cycle keeping at most this share of the downstream literals the window's cycles
         kept (their median) is the buffer's content itself contracting.
     carried_min: a cycle re-processes its own previous output when the downstream literals the previous
         cycle kept are at least this share of its input's (``K_{t-1} ≥ carried_min × |literals(P_t)|``).
     step_ratio: such a cycle keeping at most this share of K_{t-1}, its buffer at most this share of
         |Q_{t-1}|, is a contracting step (0 turns the step off).
-    contract_noise: either contraction of the kept literals counts only when they fell by at least this
-        many times the square root of what they are compared with (the median, or K_{t-1} for a step):
-        a count's chance spread (review F2: tools whose results do not echo their input keep a handful
-        of fresh literals a cycle, and that handful halves by chance). 0: any fall counts.
+    contract_noise: the halving of the kept literals counts only when they fell by at least this many times
+        the square root of the median: a count's chance spread (review F2: tools whose results do not echo
+        their input keep a handful of fresh literals a cycle, and that handful halves by chance). 0: any fall.
+    step_noise: the same for a contracting step, against the smaller of K_{t-1} and the median (a step is
+        a smaller fall than a halving, so its spread is smaller too; issue 14's slow absorbers).
     shrink_min: a buffer that shrinks to at least this share of the previous post-rewrite size in one
         cycle has the part of d such a pure contraction explains taken out (`net_distance`); one
         that shrinks more is a replacement, not a step towards a fixed point, and keeps its d.
     min_literals: fewest literals in P_t for r_t to count (smaller buffers are never evidence).
     min_lost: fewest literals lost in a cycle for the cumulative loss to count as growing.
     exit_margin: a cycle is clear when it loses nothing or ``d'_t >= r_t + exit_margin``.
+    recover_ratio: in the regime a cycle is also clear when it keeps at least this share of the level its kept
+        literals had before the entry run (the window's median then; at least one literal).
     """
 
     enter_cycles: int = 2
@@ -110,11 +120,13 @@ class DetectorConfig:
     window: int = 4
     converge_max: float = 0.6
     rise_max: float = 0.1
-    fall_ratio: float = 0.7
+    fall_ratio: float = 0.6
     contract_ratio: float = 0.5
-    carried_min: float = 0.7
+    carried_min: float = 0.8
     contract_noise: float = 2.5
     step_ratio: float = 0.85
+    step_noise: float = 1.5
+    recover_ratio: float = 0.75
     shrink_min: float = 0.4
     min_literals: int = 1
     min_lost: int = 1
@@ -128,6 +140,7 @@ class DetectorConfig:
         for name, low, high in (("converge_max", 0.0, 1.0), ("rise_max", 0.0, 1.0),
                                 ("fall_ratio", 0.0, 1.0), ("contract_ratio", 0.0, 1.0),
                                 ("carried_min", 0.0, 1.0), ("step_ratio", 0.0, 1.0), ("contract_noise", 0.0, 10.0),
+                                ("step_noise", 0.0, 10.0), ("recover_ratio", 0.0, 1.0),
                                 ("shrink_min", 0.0, 1.0), ("exit_margin", 0.0, 1.0)):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or not low <= value <= high:
@@ -151,22 +164,15 @@ class CycleVerdict:
     onset: int | None
     entered: bool = False
     left: bool = False
-    threshold: float = 0.0
+    # how far the cycle is from being evidence, in units of d (`_margin`): the largest amount by which a condition's
+    # distance exceeds its bound; None when no d would make it evidence (nothing lost; a first cycle; a second one
+    # whose kept literals did not contract: no trend yet)
+    margin: float | None = None
     first: bool = False
     size_after: int | None = None
     contracted: bool = False  # the buffer's content contracting: its kept literals halving, or a contracting step
     d_net: float = 0.0  # d with a pure contraction's share taken out (`net_distance`): what the conditions judge
-
-    @property
-    def margin(self) -> float | None:
-        """How far d_t is above the evidence threshold: None when no d would make the cycle evidence
-        (nothing was lost; a first cycle; a second one whose kept literals did not contract: no trend yet)."""
-        return self.d_net - self.threshold if self.losing and not self.first and self.trended else None
-
-    @property
-    def trended(self) -> bool:
-        """Whether a trend could be judged: a d history besides the first cycle's, or contracting kept literals."""
-        return self.threshold > -math.inf
+    recovered: bool = False  # in the regime, the kept literals back at the level they fell from (a clear cycle)
 
     @property
     def evidence(self) -> bool:
@@ -195,6 +201,7 @@ class _State:
     run_start: int | None = None  # first evidence cycle of the entry run under way
     sizes: tuple[int, ...] = ()  # the last post-rewrite size fed, if any (for the net distance)
     kept: tuple[int, ...] = ()  # downstream literals each recent cycle kept (literals before - lost)
+    level: float | None = None  # median K before the entry run began (kept through the regime): recovery's level
 
 
 class ContractionDetector:
@@ -254,41 +261,44 @@ class ContractionDetector:
         # trend), d as measured: a shrinking buffer's net distance dips with its size, whatever it holds. The
         # first cycle's d compares P_1 with Q_1, not two post-rewrite buffers, so it is no point of the trend.
         trend = s.recent[1:] if s.cycle == len(s.recent) else s.recent
-        fall_bound = cfg.fall_ratio * sum(trend) / len(trend) if trend else -math.inf  # on d as measured
-        trend_bound = (math.inf if contracted or not s.recent
-                       else net_distance(fall_bound, size_after, previous_size, cfg.shrink_min)  # on d's net scale
-                       if trend else -math.inf)  # -inf: a second cycle has no trend of d to show yet
+        fall_bound = cfg.fall_ratio * sum(trend) / len(trend) if trend else None  # on d as measured
         # d falling is judged on d as measured: the net distance is flat at 0 wherever the buffer shrinks enough
         # for cos(pi d / 2) / sqrt(s) to reach 1, and there the bound's net value is 0 too, whatever d does
         shrinking = (bool(s.recent) and net <= min(cfg.converge_max, jump_bound)
-                     and (contracted or d <= fall_bound))
+                     and (contracted or (fall_bound is not None and d <= fall_bound)))
         losing = literals_lost >= cfg.min_lost and literals_before >= cfg.min_literals
         below = net < r
         evidence = shrinking and losing and below
-        threshold = min(cfg.converge_max, jump_bound, trend_bound, r)
-        clear = literals_lost == 0 or net >= r + cfg.exit_margin
+        margin = _margin(net, d, min(cfg.converge_max, jump_bound, r), None if contracted else fall_bound,
+                         losing and bool(s.recent) and (contracted or fall_bound is not None))
+        # a loop in the regime whose kept literals are back at the level they fell from has left the fixed point
+        # (or never was at one): a lossy tool loop has d' < r on every cycle, so without this no cycle is clear
+        recovered = s.state == "contracting" and s.level is not None and kept >= max(cfg.recover_ratio * s.level, 1)
+        clear = literals_lost == 0 or net >= r + cfg.exit_margin or recovered
         cycle = s.cycle + 1
-        state, streak, onset, run_start = s.state, s.streak, s.onset, s.run_start
+        state, streak, onset, run_start, level = s.state, s.streak, s.onset, s.run_start, s.level
         entered = left = False
         if state == "healthy":
             if run_start is not None and cycle - run_start >= cfg.window:
-                streak, run_start = 0, None  # an entry run lasts `window` cycles: isolated dips never add up
+                streak, run_start, level = 0, None, None  # an entry run lasts `window` cycles: lone dips never add up
             if evidence:
+                if run_start is None:  # the level the kept literals had before the run: what recovery returns to
+                    level = statistics.median(s.kept) if s.kept else None
                 streak, run_start = streak + 1, run_start or cycle
             elif clear:
-                streak, run_start = 0, None
+                streak, run_start, level = 0, None, None
             if streak >= cfg.enter_cycles:
                 state, entered, onset, streak, run_start = "contracting", True, run_start, 0, None
         else:
             streak = streak + 1 if clear else 0
             if streak >= cfg.exit_cycles:
-                state, left, streak = "healthy", True, 0
+                state, left, streak, level = "healthy", True, 0, None
         sizes = s.sizes if size_after is None else (size_after,)
         new = _State(state, cycle, streak, onset, (*s.recent, d)[-cfg.window:], s.lost_total + literals_lost,
-                     run_start, sizes, (*s.kept, kept)[-cfg.window:])
+                     run_start, sizes, (*s.kept, kept)[-cfg.window:], level)
         verdict = CycleVerdict(cycle, state, d, r, literals_before, literals_lost, shrinking, losing, below,
-                               streak, onset, entered, left, threshold, not s.recent, size_after, contracted,
-                               net)
+                               streak, onset, entered, left, margin, not s.recent, size_after, contracted,
+                               net, recovered)
         return new, verdict
 
     # --- persistence -------------------------------------------------------------------------
@@ -297,14 +307,14 @@ class ContractionDetector:
         s = self._s
         return {"v": _STATE_VERSION, "state": s.state, "cycle": s.cycle, "streak": s.streak, "onset": s.onset,
                 "recent": list(s.recent), "lost_total": s.lost_total, "run_start": s.run_start,
-                "sizes": list(s.sizes), "kept": list(s.kept)}
+                "sizes": list(s.sizes), "kept": list(s.kept), "level": s.level}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], config: DetectorConfig | None = None) -> ContractionDetector:
         """Rebuild a detector from `to_dict` output; a malformed dict raises ValueError naming the field."""
         if not isinstance(data, dict):
             raise ValueError(f"detector state must be a dict, got {type(data).__name__}")
-        if data.get("v") not in (1, 2, _STATE_VERSION):
+        if data.get("v") not in (1, 2, 3, _STATE_VERSION):
             raise ValueError(f"detector state field 'v': unsupported version {data.get('v')!r}")
         det = cls(config)
         state = data.get("state")
@@ -332,10 +342,14 @@ class ContractionDetector:
             if not isinstance(values, list) or not all(not isinstance(x, bool) and isinstance(x, int) and x >= 0
                                                        for x in values):
                 raise ValueError(f"detector state field {name!r}: expected a list of integers >= 0, got {values!r}")
+        level = data.get("level")  # absent before version 4: a regime entered then has no level to recover to
+        if level is not None and (isinstance(level, bool) or not isinstance(level, int | float)
+                                  or not math.isfinite(level) or level < 0):
+            raise ValueError(f"detector state field 'level': expected null or a number >= 0, got {level!r}")
         window = det.config.window
         # version 2 kept d' in `recent` (d where the buffer did not shrink): read as d, a little stricter
         det._s = _State(state, ints["cycle"], ints["streak"], onset, tuple(float(x) for x in recent[-window:]),
-                        ints["lost_total"], run_start, tuple(sizes[-1:]), tuple(counts[-window:]))
+                        ints["lost_total"], run_start, tuple(sizes[-1:]), tuple(counts[-window:]), level)
         return det
 
     def __repr__(self) -> str:
@@ -367,19 +381,29 @@ def _content_contracting(cfg: DetectorConfig, s: _State, kept: int, literals_bef
     if not s.kept:
         return False
     median = statistics.median(s.kept)
-    if kept <= cfg.contract_ratio * median and _beyond_noise(cfg, median, kept):
+    if kept <= cfg.contract_ratio * median and _beyond_noise(median, kept, cfg.contract_noise):
         return True
     carried = s.kept[-1]
     return (literals_before > 0 and carried >= cfg.carried_min * literals_before
-            and kept <= cfg.step_ratio * carried and _beyond_noise(cfg, carried, kept)
+            and kept <= cfg.step_ratio * carried and _beyond_noise(min(carried, median), kept, cfg.step_noise)
             and size_after is not None and previous_size is not None and size_after <= cfg.step_ratio * previous_size)
 
 
-def _beyond_noise(cfg: DetectorConfig, reference: float, kept: int) -> bool:
-    """Whether the kept literals fell below `reference` by more than a count's own chance spread:
-    ``reference − K_t ≥ contract_noise × √reference`` (a count of about m moves by ±√m from cycle to
+def _margin(net: float, d: float, alike_bound: float, fall_bound: float | None, judged: bool) -> float | None:
+    """How far a cycle is from being evidence, on the fingerprint's distance scale: the largest amount by which
+    a condition's distance exceeds its bound — d'_t over ``min(converge_max, jump bound, r_t)`` (the conditions
+    judged on the net distance) and, when the kept literals do not contract, d_t over the fall's bound (judged on
+    d as measured). Below 0 the cycle is evidence (by that much); None when no d would make it so (`judged`)."""
+    if not judged:
+        return None
+    return net - alike_bound if fall_bound is None else max(net - alike_bound, d - fall_bound)
+
+
+def _beyond_noise(reference: float, kept: int, spreads: float) -> bool:
+    """Whether the kept literals fell below `reference` by more than `spreads` times a count's own chance
+    spread: ``reference − K_t ≥ spreads × √reference`` (a count of about m moves by ±√m from cycle to
     cycle by chance alone: a tool loop keeping a dozen fresh literals keeps 4 now and then)."""
-    return reference - kept >= cfg.contract_noise * math.sqrt(reference)
+    return reference - kept >= spreads * math.sqrt(reference)
 
 
 def _is_distance(x: object) -> bool:

@@ -5,18 +5,25 @@ from __future__ import annotations
 
 import json
 import math
+import random
 
 import pytest
 
 from ctxwatch.contraction import ContractionDetector, DetectorConfig, net_distance
-from ctxwatch.simulate.loops import absorption_loop, appending_loop, sliding_loop, summarizing_loop
+from ctxwatch.simulate.loops import (
+    absorption_loop,
+    appending_loop,
+    converging_loop,
+    sliding_loop,
+    summarizing_loop,
+)
 from ctxwatch.simulate.meter import judge
 
 # figures (d, literals_before, literals_lost, size of Q_t)
 CALM = (0.40, 60, 0, 1000)      # no loss: clear
 PEAK = (0.60, 60, 36, 1000)     # d < r but d is at a new high: neither evidence nor clear
 EVIDENCE = (0.30, 60, 60, 700)  # keeps no literal (0 <= 0.5 x the recent median kept, beyond a count's noise)
-NEITHER = (0.58, 60, 36, 700)   # in contracting: not clear (d < r + margin)
+NEITHER = (0.58, 60, 48, 700)   # in contracting: not clear (d < r + margin, 12 kept: below the level of 24)
 
 
 def _feed(det, *figures):
@@ -221,7 +228,7 @@ def test_a_flat_d_with_a_steady_buffer_is_no_convergence_however_long_it_runs():
     """Issue 13's naive summarizer: d flat near 0.5 below r, the buffer the same size every cycle,
     with noise: isolated dips never add up to an entry."""
     det = ContractionDetector()
-    ds = [0.55, 0.50, 0.52, 0.48, 0.33, 0.51, 0.50, 0.53, 0.49, 0.50, 0.33, 0.52] * 20
+    ds = [0.55, 0.50, 0.52, 0.48, 0.28, 0.51, 0.50, 0.53, 0.49, 0.50, 0.28, 0.52] * 20
     verdicts = _feed(det, *[(d, 7, 4, 320 + i % 3) for i, d in enumerate(ds)])
     assert det.state == "healthy" and not any(v.contracted for v in verdicts)
     assert sum(v.evidence for v in verdicts) == 40  # every dip is evidence on its own, never two within a window
@@ -247,16 +254,19 @@ def test_a_buffer_whose_size_swings_while_d_stays_flat_never_enters():
     assert any(v.d_net < 0.4 for v in verdicts)  # the dips are there, d as measured has no trend
 
 
-def test_a_state_persisted_before_version_3_loads_and_the_histories_round_trip():
+def test_a_state_persisted_before_version_4_loads_and_the_histories_round_trip():
     det = ContractionDetector()
     _feed(det, PEAK, EVIDENCE)
     data = det.to_dict()
-    assert data["v"] == 3 and data["sizes"] == [700] and data["kept"] == [24, 0] and data["recent"] == [0.6, 0.3]
-    old = {k: v for k, v in data.items() if k not in ("sizes", "kept")} | {"v": 2}
+    assert data["v"] == 4 and data["sizes"] == [700] and data["kept"] == [24, 0] and data["recent"] == [0.6, 0.3]
+    assert data["level"] == 24  # the kept literals' median before the entry run began
+    old = {k: v for k, v in data.items() if k not in ("sizes", "kept", "level")} | {"v": 2}
     again = ContractionDetector.from_dict(old)
     assert again.to_dict()["kept"] == [] and again.to_dict()["recent"] == data["recent"]
     assert ContractionDetector.from_dict(data).update(*EVIDENCE).entered
-    for name, bad in (("sizes", [-3]), ("kept", [1.5]), ("recent", [2.0])):
+    v3 = ContractionDetector.from_dict({k: v for k, v in data.items() if k != "level"} | {"v": 3})
+    assert v3.to_dict()["level"] is None and v3.to_dict()["kept"] == [24, 0]
+    for name, bad in (("sizes", [-3]), ("kept", [1.5]), ("recent", [2.0]), ("level", -1), ("level", "24")):
         with pytest.raises(ValueError, match=f"'{name}'"):
             ContractionDetector.from_dict({**data, name: bad})
 
@@ -284,10 +294,13 @@ def test_a_rewrite_shrinking_mostly_its_own_previous_output_is_a_contracting_ste
 
 
 def test_a_step_within_a_counts_chance_spread_is_no_contracting_step():
-    """Review F2: a fall of 10 of 43 kept literals, then 9 of 33, is within 2.5 x sqrt of the count (16.4,
-    14.4): a count that size moves that much by chance. With `contract_noise` 0 the same cycles are a step."""
-    assert not any(v.contracted for v in _feed(ContractionDetector(), *SLOW_ABSORBER))
-    noiseless = _feed(ContractionDetector(DetectorConfig(contract_noise=0.0)), *SLOW_ABSORBER)
+    """Review F2 and issue 14: a step's fall counts beyond `step_noise` x sqrt of what it falls from, the smaller
+    of K_{t-1} and the window's median. The slow absorber's 43 -> 33 falls by 8 from min(43, 41) = 41, within
+    1.5 x sqrt(41) = 9.6; its 33 -> 24 by 9 from 33, beyond 1.5 x sqrt(33) = 8.6: a step at onset + 1.
+    With `step_noise` 0 both are steps."""
+    verdicts = _feed(ContractionDetector(), *SLOW_ABSORBER)
+    assert [v.contracted for v in verdicts] == [False, False, False, True] and verdicts[-1].evidence
+    noiseless = _feed(ContractionDetector(DetectorConfig(step_noise=0.0)), *SLOW_ABSORBER)
     assert [v.contracted for v in noiseless] == [False, False, True, True] and noiseless[-1].evidence
 
 
@@ -331,3 +344,63 @@ def test_d_falling_is_judged_on_d_as_measured_where_the_net_distance_is_flat_at_
     verdicts = _feed(det, *[(0.53, 40, 20, 1300)] * 4, (0.42, 40, 28, 715))
     assert verdicts[-1].d_net == 0.0 and not verdicts[-1].contracted and not verdicts[-1].shrinking
     assert not verdicts[-1].evidence and verdicts[-1].d_net < verdicts[-1].r
+
+
+# a detector without a count's chance spread enters the F2 loop falsely at cycle 6 (review F2's old entry)
+FORCED = DetectorConfig(contract_noise=0.0, step_noise=0.0)
+
+
+def test_a_loop_falsely_entered_leaves_the_regime_once_its_kept_literals_are_back_at_their_level():
+    """Issue 14: a lossy tool loop has d' < r on every cycle, so "d' >= r + exit_margin" never clears it. It keeps
+    10-16 literals a cycle (median 11 before the entry run); back at 14 and 16 (>= 0.75 x 11) it has left."""
+    det = ContractionDetector(FORCED)
+    verdicts = _feed(det, *F2_LOOP)
+    assert verdicts[5].entered and verdicts[5].onset == 3
+    assert [v.recovered for v in verdicts[6:8]] == [True, True] and verdicts[7].left
+    assert all(v.d_net < v.r + FORCED.exit_margin for v in verdicts[6:8])  # the old clear cycle never comes
+    assert det.state == "healthy" and not any(v.state == "contracting" for v in verdicts[8:])
+
+
+def test_the_level_to_recover_is_kept_through_a_restart_and_a_state_without_one_never_recovers():
+    det = ContractionDetector(FORCED)
+    _feed(det, *F2_LOOP[:6])
+    again = ContractionDetector.from_dict(json.loads(json.dumps(det.to_dict())), FORCED)
+    assert again.to_dict()["level"] == 11 and again.update(*F2_LOOP[6]).recovered
+    old = ContractionDetector.from_dict({**det.to_dict(), "v": 3, "level": None}, FORCED)
+    assert not any(v.recovered or v.left for v in _feed(old, *F2_LOOP[6:12]))
+
+
+@pytest.mark.parametrize("make", [absorption_loop, converging_loop])
+def test_a_loop_converging_on_its_fixed_point_never_leaves_the_regime(make):
+    """Forty cycles: once entered, an absorbing or converging loop keeps at most a fifth of its level (docs/alarm.md
+    table 1d), never back at 0.75 of it."""
+    for seed in range(10):
+        verdicts = [j.verdict for j in judge((c.pre, c.post) for c in make(seed, cycles=40).cycles)]
+        entered = next(i for i, v in enumerate(verdicts) if v.entered)
+        assert len(verdicts) - entered >= 25, seed
+        assert all(v.state == "contracting" and not v.recovered for v in verdicts[entered:]), seed
+
+
+def test_the_margin_is_the_distance_to_the_condition_that_decides():
+    """A buffer shrinking to 55% with d 0.42 after four cycles at 0.53: d' = 0 and the fall's bound on the net
+    scale is 0 too, but the fall is judged on d as measured: the cycle misses it by 0.42 - 0.6 x 0.53."""
+    verdicts = _feed(ContractionDetector(), *[(0.53, 40, 20, 1300)] * 4, (0.42, 40, 28, 715))
+    last = verdicts[-1]
+    assert last.d_net == 0.0 and not last.evidence
+    assert last.margin == pytest.approx(0.42 - DetectorConfig().fall_ratio * 0.53)
+
+
+def test_the_margin_says_whether_a_cycle_is_evidence():
+    """Over seeded random figures: a margin below 0 is evidence, above 0 is none, None is none at any d."""
+    rng = random.Random(14)
+    for _ in range(300):
+        det = ContractionDetector()
+        for _ in range(8):
+            before = rng.randint(0, 40)
+            v = det.update(rng.random(), before, rng.randint(0, before), rng.randint(200, 1200))
+            if v.margin is None:
+                assert not v.evidence
+            elif v.margin < 0:
+                assert v.evidence, v.explain()
+            elif v.margin > 0:
+                assert not v.evidence, v.explain()

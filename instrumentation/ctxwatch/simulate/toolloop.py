@@ -101,8 +101,9 @@ def _loop_params(seed: int) -> tuple[int, int]:
     return rng.randint(3, 6), rng.randint(40, 70)  # turns between folds, folds
 
 
-def _run(family: str, seed: int, fmt: str, compact: Any) -> SyntheticLoop:
-    agent, (every, folds) = StockAgent(seed, fmt), _loop_params(seed)
+def _run(family: str, seed: int, fmt: str, compact: Any, folds: int | None) -> SyntheticLoop:
+    agent, (every, seeded_folds) = StockAgent(seed, fmt), _loop_params(seed)
+    folds = folds or seeded_folds
     messages, cycles = agent.opening(), []
     for t in range(1, folds + 1):
         for _ in range(every):
@@ -140,14 +141,15 @@ class _Guarded:
         return list(self.guard.apply(agent.fold(messages), kind="compact"))
 
 
-def folding_tool_loop(seed: int, fmt: str = "openai_chat") -> SyntheticLoop:
-    """The naive fold as the caller proposes it, measured as the guard measures a rewrite."""
-    return _run(f"naive folding, {fmt}", seed, fmt, _Unguarded())
+def folding_tool_loop(seed: int, fmt: str = "openai_chat", folds: int | None = None) -> SyntheticLoop:
+    """The naive fold as the caller proposes it, measured as the guard measures a rewrite (`folds` folds;
+    default: seeded, 40-70)."""
+    return _run(f"naive folding, {fmt}", seed, fmt, _Unguarded(), folds)
 
 
-def guarded_tool_loop(seed: int, fmt: str = "openai_chat") -> SyntheticLoop:
+def guarded_tool_loop(seed: int, fmt: str = "openai_chat", folds: int | None = None) -> SyntheticLoop:
     """The naive fold through a real ContextGuard: the cycles are what the guard applied."""
-    return _run(f"naive folding through the guard, {fmt}", seed, fmt, _Guarded())
+    return _run(f"naive folding through the guard, {fmt}", seed, fmt, _Guarded(), folds)
 
 
 TOOL_LOOP_FAMILIES: dict[str, Callable[[int], SyntheticLoop]] = {
