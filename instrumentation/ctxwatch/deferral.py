@@ -8,8 +8,10 @@ removed, and an elision marker is placed at the frontier (after the last consume
 the model what was elided and carrying the proposal's new text. Everything after the frontier —
 what the model has not read — stays verbatim and in order, and the marker's counts are exact.
 Where the provider's rules forbid the marker at the frontier (Anthropic: a user turn after a user
-turn), it goes to the nearest earlier unit boundary where they allow it; when no place is valid,
-there is no conversion (`validity.provider_problems`).
+turn), it goes to the nearest earlier unit boundary where they allow it; where none does (every
+boundary of an Anthropic conversation that keeps its first user turn is a user turn before an
+assistant turn), its text closes the nearest consumed turn of its role before the frontier, after
+that turn's tool results. When no place is valid, there is no conversion (`validity.provider_problems`).
 
 A pruning that only clears consumed tool results in place (the ``clear_tool_uses`` pattern: an old
 output replaced by a shorter placeholder) drops no unit, so there is nothing to elide; it keeps
@@ -132,8 +134,15 @@ def whole_pair_conversion(messages: Sequence[Message], boundary: int, dropped: s
         out = (*kept[:at], marker, *kept[at:], *rest)
         if not provider_problems(out, format):
             return Conversion(out, elided, units_elided)
+    for at in reversed(range(len(kept))):  # no turn of its own fits: the marker closes a kept consumed turn
+        if kept[at].role != role:
+            continue
+        out = (*kept[:at], _closed_by(kept[at], marker), *kept[at + 1:], *rest)
+        if not provider_problems(out, format):
+            return Conversion(out, elided, units_elided)
     return (f"no place for the elision marker gives a valid {format or 'ctxwatch'} context after eliding "
-            f"{elided} messages in {units_elided} whole units")
+            f"{elided} messages in {units_elided} whole units: no turn of its own keeps the roles alternating, "
+            f"and no consumed {role} turn before the frontier can carry it")
 
 
 def results_cleared_in_place(before: Sequence[Message], after: Sequence[Message], boundary: int) -> int | str:
@@ -171,6 +180,11 @@ def _fits(before: Message | None, after: Message | None, marker: Message, format
     if format != "anthropic":
         return True
     return all(m is None or m.role != marker.role for m in (before, after))  # roles alternate around it
+
+
+def _closed_by(turn: Message, marker: Message) -> Message:
+    """`turn` with the marker's text as its last part (after any tool results, which open a turn)."""
+    return Message(turn.role, (*turn.parts, *marker.parts), id=turn.id, name=turn.name, extra=turn.extra)
 
 
 def carried_text(added: Sequence[Message]) -> str:
