@@ -18,7 +18,9 @@ import pytest
 from ctxwatch import ContextGuard, Message, TextPart, ToolCall, ToolResult, semconv
 from ctxwatch.deferral import elides_only, elision_marker
 from ctxwatch.diff import Change
+from ctxwatch.errors import ContractionRegimeError
 from ctxwatch.model import Context
+from ctxwatch.simulate.loops import converging_loop
 
 STEPS = 300  # what review F2's repro runs
 TOOLS = [{"name": "lookup", "description": "Units in stock for a SKU.",
@@ -223,3 +225,28 @@ def test_a_change_elides_only_when_it_writes_nothing_of_its_own():
     assert not elides(Message("user", [*question.parts, *carrying.parts]), before.messages[1], *tail)
     assert not elides(*head, call, Message("user", [ToolResult("t1", "ok 45 units, all counted")]), *tail)
     assert not elides(*before.messages, Message("user", [TextPart("next")]))  # an append removes nothing
+
+
+def test_a_loop_halted_for_contraction_still_elides_and_its_rewrites_stay_refused():
+    """The halt is the alarm's, and an elision is no cycle of it: once a converging summary chain has
+    halted the guard, a pruning that drops a consumed tool pair is applied (the context stays bounded),
+    while a summary is still refused."""
+    loop = converging_loop(0)
+    guard = ContextGuard("halted-elides")
+    with pytest.raises(ContractionRegimeError):
+        for cycle in loop.cycles:
+            guard.observe(list(cycle.pre), boundary=1)
+            guard.apply(list(cycle.post), kind="compact")
+    messages = list(guard.messages)
+    for n in range(3):
+        messages += [Message("assistant", [ToolCall(f"c{n}", "lookup", json.dumps({"sku": f"SKU-0000{n}"}))]),
+                     Message("tool", [ToolResult(f"c{n}", "ok")]), Message("assistant", [TextPart("Counted.")])]
+    guard.observe(messages)
+    pair = next(i for i, m in enumerate(messages) if m.call_ids)
+    report, context = guard.resolve(messages[:pair] + messages[pair + 2:], kind="prune")
+    assert report.decision == "patch" and report.hash_distance is None, report.explain()
+    calls = [c for m in context for c in m.call_ids]
+    assert calls == ["c1", "c2"] and context[:pair] == messages[:pair]  # c0's pair elided, the rest kept
+    guard.observe(context)
+    report, _ = guard.resolve([context[0], Message("user", [TextPart("Earlier: counted.")])], kind="compact")
+    assert report.decision == "halt", report.explain()
