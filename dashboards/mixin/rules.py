@@ -86,12 +86,25 @@ def _increase_with_new_series(by: str, counter: str, window: str) -> str:
             f")\n")
 
 
+def _zero_where_absent(figure: str, reference: str, on: str) -> str:
+    """`figure`, and 0 for each `on` group `reference` has a sample for and `figure` has none: a count of
+    something that has not happened yet (no refusal, no finding, no onset) reads 0 on a board, not the "No
+    data" of a monitor that is not scraped at all (a labelled counter has no series before its first event)."""
+    return f"(\n  {figure.strip()}\nor on ({on})\n  0 * {reference.strip()}\n)"
+
+
+def _per_agent(figure: str) -> str:
+    """`figure`, and 0 for every agent with a loop tracked that it has no sample for."""
+    return _zero_where_absent(figure, f"sum by ({FLEET_BY}) (ctxwatch_loops)", FLEET_BY)
+
+
 def _record(name: str, expr: str) -> dict[str, str]:
     return {"record": name, "expr": expr}
 
 
 def recording_rules() -> dict[str, Any]:
     """The recording-rule file."""
+    rewrites_15m = _rate_sum(FLEET_BY, "ctxwatch_mutations_total", "15m", Selector.of(kind=Not("append")))
     fleet = [
         _record(LOOPS, f"sum by ({FLEET_BY}, state) (ctxwatch_loops)"),
         _record(LOOPS_BY_STATUS, f"sum by ({FLEET_BY}, status) (ctxwatch_loops_by_status)"),
@@ -99,12 +112,12 @@ def recording_rules() -> dict[str, Any]:
         # applied rewrites (compactions, microcompactions...) by the agent's version (bounded: docs/telemetry.md)
         _record(REWRITES_BY_VERSION, _rate_sum(f"{FLEET_BY}, agent_version, kind", "ctxwatch_mutations_total", "5m",
                                                PATCH.and_(kind=Not("append")))),
-        _record(LOST_LITERALS, _rate_sum(f"{FLEET_BY}, decision", "ctxwatch_lost_literals_total", "5m")),
-        _record(DEFERRALS, _rate_sum(f"{FLEET_BY}, kind", "ctxwatch_deferrals_total", "5m")),
-        _record(VIOLATIONS, _rate_sum(f"{FLEET_BY}, invariant, decision", "ctxwatch_invariant_violations_total",
-                                      "5m")),
-        _record(WARNINGS, _rate_sum(f"{FLEET_BY}, invariant", "ctxwatch_invariant_warnings_total", "5m")),
-        _record(ORPHANS, _rate_sum(f"{FLEET_BY}, side", "ctxwatch_orphaned_tool_parts_total", "5m")),
+        _record(LOST_LITERALS, _per_agent(_rate_sum(f"{FLEET_BY}, decision", "ctxwatch_lost_literals_total", "5m"))),
+        _record(DEFERRALS, _per_agent(_rate_sum(f"{FLEET_BY}, kind", "ctxwatch_deferrals_total", "5m"))),
+        _record(VIOLATIONS, _per_agent(_rate_sum(f"{FLEET_BY}, invariant, decision",
+                                                 "ctxwatch_invariant_violations_total", "5m"))),
+        _record(WARNINGS, _per_agent(_rate_sum(f"{FLEET_BY}, invariant", "ctxwatch_invariant_warnings_total", "5m"))),
+        _record(ORPHANS, _per_agent(_rate_sum(f"{FLEET_BY}, side", "ctxwatch_orphaned_tool_parts_total", "5m"))),
         _record(HASH_DISTANCE_BUCKETS, _rate_sum(f"{FLEET_BY}, decision, le", "ctxwatch_rewrite_hash_distance_bucket",
                                                  "5m")),
         _record(LOSS_RATE_BUCKETS, _rate_sum(f"{FLEET_BY}, decision, le",
@@ -122,26 +135,26 @@ def recording_rules() -> dict[str, Any]:
         _record(CACHE_INVALIDATED, _rate_sum(FLEET_BY, "ctxwatch_cache_invalidated_tokens_total", "5m")),
         _record(CACHE_READ, _rate_sum(FLEET_BY, "ctxwatch_cache_read_tokens_total", "5m")),
         # share of rewrites (every kind but append) that were deferred to a session boundary
-        _record(DEFERRED_SHARE, _ratio(_rate_sum(FLEET_BY, "ctxwatch_deferrals_total", "15m"),
-                                       _rate_sum(FLEET_BY, "ctxwatch_mutations_total", "15m",
-                                                 Selector.of(kind=Not("append"))))),
-        _record(ORPHANS_10M, _increase_with_new_series(f"{FLEET_BY}, side", "ctxwatch_orphaned_tool_parts_total",
-                                                       "10m")),
-        _record(VIOLATIONS_10M, _increase_with_new_series(f"{FLEET_BY}, invariant",
-                                                          "ctxwatch_invariant_violations_total", "10m")),
-        _record(ONSETS_1H, _increase_with_new_series(FLEET_BY, "ctxwatch_contraction_onsets_total", "1h")),
+        _record(DEFERRED_SHARE, _ratio(_zero_where_absent(_rate_sum(FLEET_BY, "ctxwatch_deferrals_total", "15m"),
+                                                          rewrites_15m, FLEET_BY), rewrites_15m)),
+        _record(ORPHANS_10M, _per_agent(_increase_with_new_series(f"{FLEET_BY}, side",
+                                                                  "ctxwatch_orphaned_tool_parts_total", "10m"))),
+        _record(VIOLATIONS_10M, _per_agent(_increase_with_new_series(f"{FLEET_BY}, invariant",
+                                                                     "ctxwatch_invariant_violations_total", "10m"))),
+        _record(ONSETS_1H, _per_agent(_increase_with_new_series(FLEET_BY, "ctxwatch_contraction_onsets_total", "1h"))),
     ]
     traces = Selector.of(handler="traces")
     by = "job, instance"
+    requests = _rate_sum(by, "ctxwatch_monitor_requests_total", "5m", traces)
     rejected = _rate_sum(by, "ctxwatch_monitor_spans_rejected_total", "5m")
     accepted = _rate_sum(by, "ctxwatch_monitor_spans_accepted_total", "5m")
     monitor = [
         _record(MONITOR_LOOPS, "sum by (job) (ctxwatch_monitor_loops_tracked)"),
         _record(SPANS_ACCEPTED, accepted),
         # share of OTLP requests to /v1/traces answered with anything but 2xx (400, 401, 413, 415, 429, 503, ...)
-        _record(INGEST_ERRORS, _ratio(_rate_sum(by, "ctxwatch_monitor_requests_total", "5m",
-                                                traces.and_(code=NotRegex("2.."))),
-                                      _rate_sum(by, "ctxwatch_monitor_requests_total", "5m", traces))),
+        _record(INGEST_ERRORS, _ratio(_zero_where_absent(_rate_sum(by, "ctxwatch_monitor_requests_total", "5m",
+                                                                   traces.and_(code=NotRegex("2.."))), requests, by),
+                                      requests)),
         # share of mutation spans rejected as invalid (reported to the sender in partial_success)
         _record(SPANS_REJECTED, _ratio(rejected, f"(\n    {accepted}\n  +\n    {rejected}\n)")),
         _record(REQUEST_DURATION_BUCKETS, _rate_sum("job, handler, le",

@@ -93,6 +93,11 @@ def test_the_state_file_round_trips_and_a_bad_one_is_one_line(tmp_path: Path) ->
     path.write_text("{not json")
     with pytest.raises(StateError, match="state file .*watch.json: cannot be read"):
         load_state(path)
+    for value in ("1e400", "1.5", '"7"', "true"):  # 1e400 reads as inf, which int() refuses with OverflowError
+        entry = '{"inode": 7, "offset": ' + value + ', "line": 1, "spans": 1}'
+        path.write_text('{"version": 1, "files": {"/a.jsonl": ' + entry + "}}")
+        with pytest.raises(StateError, match="state file .*watch.json: bad entry for /a.jsonl"):
+            load_state(path)
 
 
 def test_recorded_timestamps_are_read_to_the_microsecond() -> None:

@@ -29,6 +29,7 @@ from ..model import Message
 from . import anthropic, langchain, openai_chat, openai_responses
 from ._reader import DEFAULT_LIMITS, Limits
 from .detect import DEFAULT, FORMATS, detect_format, vote
+from .sdk_objects import plain_message
 
 ReadFn = Callable[[Any, int, Limits], Message]
 READERS: dict[str, ReadFn] = {
@@ -63,8 +64,8 @@ def to_messages(data: Any, format: str | None = None, *, limits: Limits = DEFAUL
     fmt = format or detect_format(data)
     read = READERS.get(fmt, read_ctxwatch)
     if fmt == "anthropic" and anthropic.is_request(data):
-        return anthropic.read_request(data, limits, lambda item, i: read(item, i, limits))
-    return [read(item, i, limits) for i, item in enumerate(items_of(data))]
+        return anthropic.read_request(data, limits, lambda item, i: read(plain_message(item), i, limits))
+    return [read(plain_message(item), i, limits) for i, item in enumerate(items_of(data))]
 
 
 class _Entry:
@@ -176,7 +177,7 @@ class Converter:
             if found is not None:
                 self._decide(found)
         self.misses += 1
-        message = READERS.get(self.format, read_ctxwatch)(item, index, self.limits)
+        message = READERS.get(self.format, read_ctxwatch)(plain_message(item), index, self.limits)
         if self.format != "ctxwatch" and len(self._cache) < self.max_entries:
             entry = _entry(item, message)
             if entry is not None:

@@ -4,7 +4,8 @@ Each message casts a vote when it carries a mark only one format has: a Response
 (``message``, ``function_call``...), a Chat ``tool`` role, ``tool_calls`` or ``tool_call_id``, an
 Anthropic ``tool_use`` / ``tool_result`` / ``thinking`` block, a format's own part type
 (``input_text``, ``image_url``...), a LangChain object or ``{"type", "data"}`` dict, a ctxwatch
-`Message`. The first vote decides. A list with no mark at all (plain ``{"role", "content": str}``
+`Message`. A provider SDK's pydantic object votes as the dict it stands for (`sdk_objects`). The
+first vote decides. A list with no mark at all (plain ``{"role", "content": str}``
 messages, valid in every format) is read as ``openai_chat``; a ``system`` or ``developer`` role is
 only a hint, since Anthropic has no such role but Responses does.
 """
@@ -16,6 +17,7 @@ from typing import Any
 from ..errors import InvalidContextError
 from ..model import Message
 from .langchain import is_langchain_dict, is_langchain_object
+from .sdk_objects import plain_message
 
 FORMATS = ("openai_chat", "openai_responses", "anthropic", "langchain", "ctxwatch")
 DEFAULT = "openai_chat"
@@ -33,6 +35,7 @@ def vote(item: Any) -> str | None:
     """The format `item` can only belong to, or None when it would read the same in several."""
     if isinstance(item, Message):
         return "ctxwatch"
+    item = plain_message(item)
     if not isinstance(item, dict):
         return "langchain" if is_langchain_object(item) else None
     if is_langchain_dict(item):

@@ -39,6 +39,7 @@ import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..adapters.sdk_objects import dump
 from ..cache import anthropic_cache
 from ..config import check_on_refusal
 from ..guard import ContextGuard
@@ -190,9 +191,7 @@ def plain_blocks(blocks: Iterable[Any]) -> list[dict[str, Any]]:
 
 
 def _dump(value: Any) -> dict[str, Any]:
-    if hasattr(value, "model_dump"):
-        return value.model_dump(exclude_none=True)
-    return dict(value)
+    return dict(dump(value))
 
 
 def _applied_edits(response: Any) -> Sequence[Any]:

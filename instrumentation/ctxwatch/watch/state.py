@@ -67,12 +67,19 @@ def load_state(path: Path) -> dict[str, FileState]:
     out = {}
     for name, entry in doc["files"].items():
         try:
-            out[name] = FileState(**{k: int(entry[k]) for k in ("inode", "offset", "line", "spans")},
-                                  generation=int(entry.get("generation", 0)), opening=str(entry.get("opening", "")),
+            out[name] = FileState(**{k: _count(entry[k]) for k in ("inode", "offset", "line", "spans")},
+                                  generation=_count(entry.get("generation", 0)), opening=str(entry.get("opening", "")),
                                   resume=entry.get("resume"))
         except (AttributeError, KeyError, TypeError, ValueError):
             raise StateError(f"state file {path}: bad entry for {name}") from None
     return out
+
+
+def _count(value: object) -> int:
+    """A whole number as the state file keeps it; ValueError for anything else (1.5, 1e400, "7", true)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(value)
+    return value
 
 
 def save_state(path: Path, files: Mapping[str, FileState]) -> None:
