@@ -19,7 +19,12 @@ For cycle t, with P_t the buffer before the rewrite and Q_t the buffer after it:
   ``r_t = L_t / |downstream(P_t)|`` (0 when there are none).
 
 A pure append (P_t a prefix of Q_t) is not a cycle: the guard does not feed the detector then, and
-neither does `CycleMeter.cycle`.
+neither does `CycleMeter.cycle`. Nor, in the guard, is an elision (`deferral.elides_only`: a change
+that only removes messages or clears old tool output, adding nothing of its own but a plain elision
+marker; it reworks no earlier rewrite's output, which is what record 003's contraction is made of):
+the guard does not measure it for the detector, so its span carries no hash distance and the monitor
+does not feed its detector with it either (`semconv.feeds_detector`). `CycleMeter` measures what it
+is given (replay gives it every recorded mutation; the simulated loops never elide).
 """
 
 from __future__ import annotations

@@ -8,24 +8,36 @@ removed, and an elision marker is placed at the frontier (after the last consume
 the model what was elided and carrying the proposal's new text. Everything after the frontier —
 what the model has not read — stays verbatim and in order, and the marker's counts are exact.
 Where the provider's rules forbid the marker at the frontier (Anthropic: a user turn after a user
-turn), it goes to the nearest earlier unit boundary where they allow it; when no place is valid,
-there is no conversion (`validity.provider_problems`).
+turn), it goes to the nearest earlier unit boundary where they allow it; where none does (every
+boundary of an Anthropic conversation that keeps its first user turn is a user turn before an
+assistant turn), its text closes the nearest consumed turn of its role before the frontier, after
+that turn's tool results. When no place is valid, there is no conversion (`validity.provider_problems`).
 
 A pruning that only clears consumed tool results in place (the ``clear_tool_uses`` pattern: an old
 output replaced by a shorter placeholder) drops no unit, so there is nothing to elide; it keeps
 every pair whole and touches nothing the model has not read, and `results_cleared_in_place`
 recognises it so that it can be applied as it is.
+
+Both only elide: they remove consumed material or shorten old tool output, and write nothing of their
+own but a marker that carries no text. `elides_only` recognises such a change wherever it comes from
+(a conversion, a clearing in place, a change `observe` adopts); the guard does not count it as a
+rewrite cycle of the contraction alarm (docs/alarm.md "What is a cycle").
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .model import Context, Message, TextPart, ToolResult, ToolSchema
+from .diff import Change
+from .model import Context, Message, Part, TextPart, ToolResult, ToolSchema
 from .validity import provider_problems
 
 ELISION_PREFIX = "[ctxwatch] earlier turns were elided"
+# the text of a marker that carries nothing of a rewrite's own (`elision_marker` without carried text)
+_PLAIN_MARKER = re.compile(re.escape(ELISION_PREFIX) + r" \(elision \d+\): \d+ messages in \d+ whole units were "
+                           r"removed from this conversation\.")
 
 
 @dataclass
@@ -132,8 +144,15 @@ def whole_pair_conversion(messages: Sequence[Message], boundary: int, dropped: s
         out = (*kept[:at], marker, *kept[at:], *rest)
         if not provider_problems(out, format):
             return Conversion(out, elided, units_elided)
+    for at in reversed(range(len(kept))):  # no turn of its own fits: the marker closes a kept consumed turn
+        if kept[at].role != role:
+            continue
+        out = (*kept[:at], _closed_by(kept[at], marker), *kept[at + 1:], *rest)
+        if not provider_problems(out, format):
+            return Conversion(out, elided, units_elided)
     return (f"no place for the elision marker gives a valid {format or 'ctxwatch'} context after eliding "
-            f"{elided} messages in {units_elided} whole units")
+            f"{elided} messages in {units_elided} whole units: no turn of its own keeps the roles alternating, "
+            f"and no consumed {role} turn before the frontier can carry it")
 
 
 def results_cleared_in_place(before: Sequence[Message], after: Sequence[Message], boundary: int) -> int | str:
@@ -166,11 +185,49 @@ def _clears_results(old: Message, new: Message) -> bool:
                for a, b in zip(old.parts, new.parts, strict=True))
 
 
+def elides_only(change: Change) -> bool:
+    """Whether `change` only elides: it removes messages, and each message it adds is a removed one with
+    tool-result outputs cleared (no larger) and, at its end, plain elision markers (`elision_marker` with
+    no carried text), or such a marker alone. It writes nothing of its own, so it reworks no earlier
+    rewrite's output (record 003): no rewrite cycle. False for a change that removes nothing."""
+    removed = change.removed_messages
+    if not removed:
+        return False
+    at = 0  # removed and added are in order: an elided message follows the one it elides
+    for new in change.added_messages:
+        if _plain_marker_parts(new.parts):
+            continue
+        while at < len(removed) and not _elided_from(removed[at], new):
+            at += 1
+        if at == len(removed):
+            return False
+        at += 1
+    return True
+
+
+def _elided_from(old: Message, new: Message) -> bool:
+    """`new` is `old` with tool-result outputs cleared and plain markers closing it."""
+    if len(new.parts) < len(old.parts) or not _plain_marker_parts(new.parts[len(old.parts):]):
+        return False
+    head = Message(new.role, new.parts[:len(old.parts)], id=new.id, name=new.name, extra=new.extra) \
+        if len(new.parts) > len(old.parts) else new
+    return head.digest == old.digest or _clears_results(old, head)
+
+
+def _plain_marker_parts(parts: Sequence[Part]) -> bool:
+    return all(type(p) is TextPart and _PLAIN_MARKER.fullmatch(p.text) for p in parts)
+
+
 def _fits(before: Message | None, after: Message | None, marker: Message, format: str | None) -> bool:
     """A quick local test of a marker placement (the whole context is checked after it)."""
     if format != "anthropic":
         return True
     return all(m is None or m.role != marker.role for m in (before, after))  # roles alternate around it
+
+
+def _closed_by(turn: Message, marker: Message) -> Message:
+    """`turn` with the marker's text as its last part (after any tool results, which open a turn)."""
+    return Message(turn.role, (*turn.parts, *marker.parts), id=turn.id, name=turn.name, extra=turn.extra)
 
 
 def carried_text(added: Sequence[Message]) -> str:

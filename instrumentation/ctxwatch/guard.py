@@ -40,7 +40,14 @@ from . import semconv
 from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral, check_on_refusal
 from .contraction import ContractionDetector, CycleVerdict, DetectorConfig
 from .cycles import measure_cycle
-from .deferral import Conversion, DeferralQueue, carried_text, results_cleared_in_place, whole_pair_conversion
+from .deferral import (
+    Conversion,
+    DeferralQueue,
+    carried_text,
+    elides_only,
+    results_cleared_in_place,
+    whole_pair_conversion,
+)
 from .diff import Change
 from .directives import DEFAULT_MARKERS
 from .errors import InvalidContextError
@@ -737,21 +744,26 @@ class ContextGuard:
         findings = decisions.apply_table(findings, enforcement)
         decision = decisions.decide(findings)
         fp_after = d = verdict = None
+        # an elision (`elides_only`) is measured as every rewrite is, but it is no cycle of the alarm: the
+        # detector does not judge it and its report carries no hash distance (`semconv.feeds_detector`)
+        is_cycle = rewrite and not elides_only(change)
         if rewrite and decision == "patch" and config.tracks_fingerprint:
             try:  # the alarm's one measurement of this cycle, previewed: the detector moves only at commit
                 cycle = measure_cycle(change, base.fp, self._fp_last_rewrite, self.literals, base.literal_counts)
-                fp_after, d, literals_before, lost = cycle.fp_after, cycle.d, cycle.literals_before, cycle.lost
-                verdict = self.detector.preview(cycle.d, cycle.literals_before, cycle.literals_lost,
-                                                size_after(base, change))
+                fp_after, literals_before, lost = cycle.fp_after, cycle.literals_before, cycle.lost
+                if is_cycle:
+                    d = cycle.d
+                    verdict = self.detector.preview(cycle.d, cycle.literals_before, cycle.literals_lost,
+                                                    size_after(base, change))
             except Exception as exc:
                 fp_after = d = verdict = None
                 failed("contraction", exc)
             else:
-                if verdict.state == "contracting":
+                if verdict is not None and verdict.state == "contracting":
                     findings.append(_contraction_finding(verdict))
             findings = decisions.apply_table(findings, enforcement)
             decision = decisions.decide(findings)
-        elif self.halted_at is not None and rewrite:
+        elif self.halted_at is not None and is_cycle:
             findings.append(Finding("contraction", f"the loop was halted at cycle {self.halted_at} in the "
                                     "contraction regime; call guard.new_episode() after fixing the rewrite policy",
                                     action="halt"))
@@ -785,7 +797,8 @@ class ContextGuard:
                 order = [positions.get(d, -1) for d in change.after_digests]
             self.provenance.record(kind=change.kind, pass_number=self.passes_used, removed=change.removed,
                                    added=change.added, order=order)
-            self._fp_last_rewrite = state.fp
+            if evaluation.distance is not None or not elides_only(change):  # Q_{t-1}: after the last cycle
+                self._fp_last_rewrite = state.fp
             self.registry.forget_calls(state.pairs.calls)
         self._after_commit(change.after)
         if evaluation.rewrite:

@@ -31,10 +31,15 @@ class BadRequest(Exception):
     """What the API answers a request that breaks its rules with."""
 
 
+def first_text(content) -> str:
+    """A message's content, or the text of its first block (a turn an elision marker closes is a list)."""
+    return content[0].get("text", "") if isinstance(content, list) and content else str(content)
+
+
 def last_question(messages: list) -> int:
     """The index of the user's latest question (notes and markers are user turns too)."""
     return next(i for i in range(len(messages) - 1, -1, -1)
-                if str(messages[i].get("content")).startswith("How many"))
+                if first_text(messages[i].get("content")).startswith("How many"))
 
 
 def question_sku(text: str) -> int:
@@ -80,8 +85,8 @@ class FakeAnthropic:
             raise BadRequest("; ".join(problems))
         self.requests.append(list(messages))
         asked = last_question(messages)
-        done = sum(1 for m in messages[asked:] if m["role"] == "user" and isinstance(m["content"], list))
-        sku = question_sku(messages[asked]["content"]) + done
+        done = sum(1 for m in messages[asked + 1:] if m["role"] == "user" and isinstance(m["content"], list))
+        sku = question_sku(first_text(messages[asked]["content"])) + done
         if done < LOOKUPS_PER_QUESTION:
             content = [{"type": "text", "text": "Looking it up."},
                        {"type": "tool_use", "id": f"toolu_{len(self.requests):04d}", "name": "lookup",
@@ -97,17 +102,17 @@ LOOPS = [("OpenAI Chat loop", "openai", "OpenAI", FakeOpenAI),
          ("Anthropic loop", "anthropic", "Anthropic", FakeAnthropic)]
 
 
-def run_loop(monkeypatch, module: str, client_name: str, fake: type, code: str):
-    """Run a documented loop's code against the fake client (which refuses any request its provider
-    would); the client, with every request it got."""
+def run_loop(monkeypatch, module: str, client_name: str, fake: type, code: str, tasks: int = 12, **names):
+    """Run a documented loop's code (with `names` defined) against the fake client, which refuses any
+    request its provider would; the client, with every request it got."""
     sdk = pytest.importorskip(module)
     client = fake()
     monkeypatch.setattr(sdk, client_name, lambda: client)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(code, {"__name__": "docs_loop"})
+        exec(code, {"__name__": "docs_loop", **names})
     assert printed.getvalue().strip() == f"Looked up {LOOKUPS_PER_QUESTION} SKUs."
-    assert len(client.requests) == 12 * (LOOKUPS_PER_QUESTION + 1)
+    assert len(client.requests) == tasks * (LOOKUPS_PER_QUESTION + 1)
     return client
 
 
@@ -181,3 +186,49 @@ def test_the_system_prompt_the_openai_loop_starts_with_reaches_every_request(mon
     system prompt), not an empty one."""
     client = run_loop(monkeypatch, "openai", "OpenAI", FakeOpenAI, loop("OpenAI Chat loop"))
     assert all(r[0]["role"] == "system" for r in client.requests)
+
+
+def carries_results(message: dict) -> bool:
+    content = message.get("content")
+    return message["role"] == "tool" or (message["role"] == "user" and isinstance(content, list)
+                                         and any(b["type"] == "tool_result" for b in content))
+
+
+def without_oldest_call(messages: list) -> list:
+    """A pair-dropping pruner: the oldest assistant turn with tool calls goes, with the results after it."""
+    for i, m in enumerate(messages):
+        content = m.get("content")
+        if m["role"] == "assistant" and (m.get("tool_calls") or isinstance(content, list)
+                                         and any(b["type"] == "tool_use" for b in content)):
+            end = i + 1
+            while end < len(messages) and carries_results(messages[end]):
+                end += 1
+            return messages[:i] + messages[end:]
+    return messages
+
+
+@pytest.mark.parametrize("title, module, client_name, fake", LOOPS)
+def test_the_documented_loop_as_one_long_conversation_applies_its_prunings_at_once(
+        monkeypatch, title, module, client_name, fake):
+    """review F2's side observation: in the Anthropic shape a pair-dropping pruning proposed after appending
+    (the docs' place) was never applied — the elision marker, a user turn, would have come before the unread
+    assistant turn — and in one long conversation (no session boundary) it waited forever. Now the marker
+    closes the consumed user turn before the frontier: every pruning is applied as whole-pair compaction at
+    once, in both shapes, the unread call and result come back last, and every request is one the provider
+    accepts (the fake client refuses any other)."""
+    resolutions: list[str | None] = []
+
+    def prune(guard, messages: list) -> list:
+        unread = messages[-2:]  # the call and its result, appended since observe()
+        report, context = guard.resolve(without_oldest_call(messages), kind="prune")
+        assert context[-2:] == unread, report.findings
+        resolutions.append(report.resolution)
+        return context
+
+    code = loop(title).replace("range(12)", "range(30)").replace("    guard.session_boundary()", "    pass")
+    code = code.replace('guard.apply(summarize(messages), kind="compact")', "prune(guard, messages)")
+    client = run_loop(monkeypatch, module, client_name, fake, code, tasks=30, prune=prune)
+    assert len(resolutions) > 50 and set(resolutions) == {"whole_pairs"}, resolutions
+    sizes = [len(r) for r in client.requests]
+    unpruned = 30 * (2 * LOOKUPS_PER_QUESTION + 2)  # what the conversation would have grown to
+    assert max(sizes) < unpruned * 3 // 4, sizes  # the prunings reached the model
