@@ -8,34 +8,12 @@ unknown r off the span (``ctxwatch.literals.hidden`` instead of ``ctxwatch.liter
 
 from __future__ import annotations
 
-import json
+from responses_orders import compaction, turns, user
 
 from ctxwatch import ContextGuard, semconv
 from ctxwatch.adapters import to_messages
 from ctxwatch.cycles import CycleMeter, hides_rewritten_content
 from ctxwatch_monitor.records import MutationRecord
-
-
-def user(text: str) -> dict:
-    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
-
-
-def turn(n: int) -> list[dict]:
-    order = f"ORD-{1000 + n}"
-    return [user(f"Where is {order}?"),
-            {"type": "function_call", "call_id": f"call_{n}", "name": "lookup",
-             "arguments": json.dumps({"order": order, "warehouse": f"WH-{200 + n}"})},
-            {"type": "function_call_output", "call_id": f"call_{n}", "output": f"{order} shipped"},
-            {"type": "message", "role": "assistant",
-             "content": [{"type": "output_text", "text": f"{order} left warehouse WH-{200 + n}."}]}]
-
-
-def history(turns: range) -> list[dict]:
-    return [item for n in turns for item in turn(n)]
-
-
-def compaction(n: int) -> dict:
-    return {"type": "compaction", "id": f"cmp_{n}", "encrypted_content": f"gAAAA{n:04d}" * 6}
 
 
 def users_of(items: list[dict]) -> list[dict]:
@@ -48,7 +26,7 @@ def compacting_loop(summarize, rounds: int = 6, **guard_options) -> tuple[Contex
     items: list[dict] = []
     reports = []
     for r in range(rounds):
-        items = items + history(range(10 * r, 10 * r + 10))
+        items = items + turns(range(10 * r, 10 * r + 10))
         guard.observe(items)
         report, items = guard.resolve(summarize(items, r), kind="compact")
         reports.append(report)
@@ -94,10 +72,10 @@ def test_a_compactor_dropping_the_literals_in_the_clear_is_still_measured_and_ha
 
 def test_an_older_compaction_item_kept_does_not_hide_what_a_later_rewrite_drops_in_the_clear() -> None:
     guard = ContextGuard("opaque-then-clear", format="openai_responses")
-    items = history(range(10))
+    items = turns(range(10))
     guard.observe(items)
     _, items = guard.resolve(opaque(items, 0), kind="compact")
-    items = items + history(range(10, 20))
+    items = items + turns(range(10, 20))
     guard.observe(items)
     kept_item = [i for i in items if i.get("type") == "compaction"]
     report, _ = guard.resolve(kept_item + [user("Summary: orders looked up.")], kind="compact")
@@ -116,8 +94,8 @@ def test_the_rule_reads_both_providers_compactions_and_no_other_opaque_item() ->
 
 
 def test_cycle_figures_mark_an_opaque_rewrite_as_no_detector_cycle() -> None:
-    before = to_messages(history(range(5)), "openai_responses")
-    figures = CycleMeter().measure(before, to_messages(opaque(history(range(5)), 0), "openai_responses"))
+    before = to_messages(turns(range(5)), "openai_responses")
+    figures = CycleMeter().measure(before, to_messages(opaque(turns(range(5)), 0), "openai_responses"))
     assert figures.opaque and not figures.feeds_detector and figures.literals_lost > 0
     clear = CycleMeter().measure(before, to_messages(readable([], 0), "openai_responses"))
     assert not clear.opaque and clear.feeds_detector
