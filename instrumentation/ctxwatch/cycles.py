@@ -25,35 +25,68 @@ marker; it reworks no earlier rewrite's output, which is what record 003's contr
 the guard does not measure it for the detector, so its span carries no hash distance and the monitor
 does not feed its detector with it either (`semconv.feeds_detector`). `CycleMeter` measures what it
 is given (replay gives it every recorded mutation; the simulated loops never elide).
+
+An *opaque* rewrite is not a cycle either: one whose added messages hold a provider compaction the
+client cannot read (`hides_rewritten_content`: OpenAI Responses' ``compaction`` item, whose summary is
+``encrypted_content``; Anthropic's ``compaction`` block as the adapters read it, an `OpaquePart`). The
+downstream literals it removes from view may be behind the stand-in, so they are *hidden*, not lost:
+L_t and r_t are unknown, and a cycle whose loss is unknown is no evidence for or against the regime.
+Its figures say so (`CycleFigures.opaque`, `feeds_detector` false): the guard does not feed the
+detector with it, puts neither d nor a lost count on its span (``ctxwatch.literals.hidden`` instead, so
+the monitor, which feeds the cycles that carry d, skips it too) and keeps Q_{t-1} where it was: the
+next cycle's d spans the opaque rewrite, like appends made in between (docs/alarm.md, "Opaque
+compactions"). `ctxwatch replay` (and the calibration's corpus section, which audits as replay does)
+still feeds such a rewrite with what left the readable context as lost: not yet changed.
+A rewrite that drops literals in the clear, with no opaque stand-in, is measured as before.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .diff import Change
 from .fingerprint import BufferFingerprint, Fingerprinter, distance
 from .literals import LiteralRegistry
-from .model import Context, Message
+from .model import Context, Message, OpaquePart
+
+# The kinds of `OpaquePart` that stand in for rewritten content the client cannot read: OpenAI Responses'
+# ``compaction`` item and Anthropic's ``compaction`` block (both read under their type).
+OPAQUE_COMPACTION_KINDS: frozenset[str] = frozenset({"compaction"})
+
+
+def hides_rewritten_content(added: Iterable[Message]) -> bool:
+    """Whether the messages a rewrite adds hold an opaque provider compaction: literals the rewrite removes
+    from view may be behind it (unknown), not lost."""
+    return any(type(p) is OpaquePart and p.kind in OPAQUE_COMPACTION_KINDS for m in added for p in m.parts)
 
 
 @dataclass(frozen=True)
 class CycleFigures:
     """What one cycle feeds the detector, the lost values (never sent anywhere) and the fingerprint
-    of Q_t (the caller keeps it as the next cycle's Q_{t-1} once the rewrite is applied)."""
+    of Q_t (the caller keeps it as the next cycle's Q_{t-1} once the rewrite is applied).
+
+    `lost` is what left the readable context. For an opaque rewrite (`opaque`: it adds a provider
+    compaction the client cannot read) those literals are hidden behind the compaction, not known lost:
+    the cycle feeds no detector (`feeds_detector`), and the guard reports `lost` as `hidden`."""
 
     d: float
     literals_before: int
     literals_lost: int
     lost: frozenset[str]
     fp_after: BufferFingerprint
+    opaque: bool = False
 
     @property
     def r(self) -> float:
-        """The literal-loss rate r_t."""
+        """The literal-loss rate r_t (for an opaque rewrite: the share that left the readable context)."""
         return self.literals_lost / self.literals_before if self.literals_before else 0.0
+
+    @property
+    def feeds_detector(self) -> bool:
+        """Whether the cycle is one of the contraction detector's: its literal loss is known (not opaque)."""
+        return not self.opaque
 
 
 def measure_cycle(change: Change, fp_before: BufferFingerprint, last_rewrite: BufferFingerprint | None,
@@ -77,12 +110,14 @@ def _figures(change: Change, base: BufferFingerprint, fp_after: BufferFingerprin
              held_after: Callable[[set[str]], set[str]], extends: Sequence[int] | None = None) -> CycleFigures:
     """d from `base` (Q_{t-1}, or P_1) to Q_t; the downstream literals of P_t; the lost ones: the
     downstream literals of the removed messages that `held_after` does not find in Q_t (`extends`: a
-    digest list P_t's extend, when the caller knows one)."""
+    digest list P_t's extend, when the caller knows one; hidden behind Q_t when the rewrite adds an opaque
+    provider compaction: `opaque`)."""
     candidates = registry.downstream_of_all(change.removed_messages)
     lost = frozenset(candidates - held_after(candidates))
     before = registry.downstream_count(change.before.messages, change.before_digests, rewrite=(
         change.removed_messages, change.added_messages, change.after_digests), extends=extends)
-    return CycleFigures(distance(base, fp_after), before, len(lost), lost, fp_after)
+    return CycleFigures(distance(base, fp_after), before, len(lost), lost, fp_after,
+                        hides_rewritten_content(change.added_messages))
 
 
 class CycleMeter:

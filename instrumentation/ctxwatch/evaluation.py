@@ -35,6 +35,7 @@ class Evaluation:
     pressure: int | None
     findings: tuple[Finding, ...]
     decision: Decision
+    hidden: int | None = None     # an opaque rewrite (`ctxwatch.cycles`): the downstream literals it hid; None: not one
 
     @property
     def halts_for_contraction(self) -> bool:
@@ -54,7 +55,7 @@ class Evaluation:
             hash_distance=self.distance, literals_before=self.literals_before, literals_lost=len(self.lost),
             lost_literals=self.lost, orphans_tool_use=len(self.orphans[0]),
             orphans_tool_result=len(self.orphans[1]), contraction_state=contraction_state,
-            residual_pressure=self.pressure, episode=episode,
+            residual_pressure=self.pressure, episode=episode, literals_hidden=self.hidden,
         )
 
 

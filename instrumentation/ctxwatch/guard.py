@@ -39,7 +39,7 @@ from . import decision as decisions
 from . import semconv
 from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral, check_on_refusal
 from .contraction import ContractionDetector, CycleVerdict, DetectorConfig
-from .cycles import measure_cycle
+from .cycles import hides_rewritten_content, measure_cycle
 from .deferral import (
     Conversion,
     DeferralQueue,
@@ -634,6 +634,13 @@ class ContextGuard:
             return _Outcome(whole, raw, "session_boundary") if whole.decision == "patch" else None
         if not self.config.converts(deferral, change.kind):
             return None
+        if hides_rewritten_content(change.added_messages):  # an elision marker cannot carry what the model reads
+            return self._settled_as_proposed(evaluation, raw, tools, "provider_compaction", Finding(
+                "prefix_identity", "the rewrite replaces consumed messages by an opaque provider compaction (a "
+                "summary the model reads but the guard cannot); applied as it is, since whole-pair compaction "
+                "would drop it: every pair stays whole and nothing the model has not read changes, but the "
+                f"consumed prefix does from message {change.prefix_len} on (the provider's prompt cache with it)",
+                action="warn"))
         cleared = results_cleared_in_place(base.context.messages, change.after, base.context.boundary)
         if isinstance(cleared, int) and cleared:
             return self._settled_as_proposed(evaluation, raw, tools, "in_place", Finding(
@@ -714,6 +721,7 @@ class ContextGuard:
 
         lost: frozenset[str] = frozenset()
         literals_before = len(base.literal_counts)
+        hidden: int | None = None  # an opaque rewrite's hidden literals (None: not one, or not counted)
         pressure: int | None = None
 
         def pass_cap() -> list[Finding]:
@@ -739,6 +747,8 @@ class ContextGuard:
                     failed("literal_loss", exc)
                 else:
                     lost = diff.lost
+                    if hides_rewritten_content(change.added_messages):
+                        hidden = len(diff.hidden)
                     run("literal_loss", lambda: check_literal_loss(diff))
             run("pass_cap", pass_cap)
         findings = decisions.apply_table(findings, enforcement)
@@ -747,14 +757,19 @@ class ContextGuard:
         # an elision (`elides_only`) is measured as every rewrite is, but it is no cycle of the alarm: the
         # detector does not judge it and its report carries no hash distance (`semconv.feeds_detector`)
         is_cycle = rewrite and not elides_only(change)
-        if rewrite and decision == "patch" and config.tracks_fingerprint:
+        measured = rewrite and decision == "patch" and config.tracks_fingerprint
+        if measured:
             try:  # the alarm's one measurement of this cycle, previewed: the detector moves only at commit
                 cycle = measure_cycle(change, base.fp, self._fp_last_rewrite, self.literals, base.literal_counts)
-                fp_after, literals_before, lost = cycle.fp_after, cycle.literals_before, cycle.lost
-                if is_cycle:
-                    d = cycle.d
-                    verdict = self.detector.preview(cycle.d, cycle.literals_before, cycle.literals_lost,
-                                                    size_after(base, change))
+                fp_after, literals_before = cycle.fp_after, cycle.literals_before
+                if not cycle.feeds_detector:  # an opaque rewrite: its loss is unknown, no cycle of the alarm
+                    hidden = cycle.literals_lost
+                else:
+                    lost = cycle.lost
+                    if is_cycle:
+                        d = cycle.d
+                        verdict = self.detector.preview(cycle.d, cycle.literals_before, cycle.literals_lost,
+                                                        size_after(base, change))
             except Exception as exc:
                 fp_after = d = verdict = None
                 failed("contraction", exc)
@@ -763,7 +778,7 @@ class ContextGuard:
                     findings.append(_contraction_finding(verdict))
             findings = decisions.apply_table(findings, enforcement)
             decision = decisions.decide(findings)
-        elif self.halted_at is not None and is_cycle:
+        if self.halted_at is not None and is_cycle and (not measured or hidden is not None):
             findings.append(Finding("contraction", f"the loop was halted at cycle {self.halted_at} in the "
                                     "contraction regime; call guard.new_episode() after fixing the rewrite policy",
                                     action="halt"))
@@ -771,7 +786,7 @@ class ContextGuard:
         return Evaluation(base=base, change=change, rewrite=rewrite, pairs_after=pairs_after,
                           orphans=(tuple(orphans[0]), tuple(orphans[1])), literals_before=literals_before,
                           lost=lost, fp_after=fp_after, distance=d, verdict=verdict, pressure=pressure,
-                          findings=tuple(findings), decision=decision)
+                          findings=tuple(findings), decision=decision, hidden=hidden)
 
     # --- committing an accepted context (the one place the guard's state moves) ----------------------
     def _commit(self, evaluation: Evaluation, raw: Any, tools: list[ToolSchema] | None, report: Report, *,
@@ -797,7 +812,8 @@ class ContextGuard:
                 order = [positions.get(d, -1) for d in change.after_digests]
             self.provenance.record(kind=change.kind, pass_number=self.passes_used, removed=change.removed,
                                    added=change.added, order=order)
-            if evaluation.distance is not None or not elides_only(change):  # Q_{t-1}: after the last cycle
+            # Q_{t-1}: after the last cycle of the alarm (an opaque rewrite or an elision is none)
+            if evaluation.hidden is None and (evaluation.distance is not None or not elides_only(change)):
                 self._fp_last_rewrite = state.fp
             self.registry.forget_calls(state.pairs.calls)
         self._after_commit(change.after)

@@ -159,11 +159,13 @@ def _substantial(value: str) -> bool:
 
 @dataclass(frozen=True)
 class LiteralDiff:
-    """The literal-set diff of one rewrite: what was there before, what was lost, what was added."""
+    """The literal-set diff of one rewrite: what was there before, what was lost, what was added, and what
+    went out of view behind an opaque provider compaction (`hidden`: unknown, not lost; `ctxwatch.cycles`)."""
 
     before: int
     lost: frozenset[str]
     added: frozenset[str]
+    hidden: frozenset[str] = frozenset()
 
     @property
     def rate(self) -> float:

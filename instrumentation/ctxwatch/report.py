@@ -81,6 +81,9 @@ class Report:
     literals_before: int = 0
     literals_lost: int = 0
     lost_literals: frozenset[str] = frozenset()
+    # an opaque rewrite (a provider compaction the guard cannot read): the downstream literals it took out of
+    # view, unknown rather than lost (literals_lost 0, no hash distance, not a detector cycle); None: not one
+    literals_hidden: int | None = None
     orphans_tool_use: int = 0
     orphans_tool_result: int = 0
     contraction_state: str = "healthy"
@@ -88,8 +91,9 @@ class Report:
     deferred_id: int | None = None
     resolution: str | None = None   # how a deferred rewrite was settled: "whole_pairs" (applied as whole-pair
                                     # compaction), "in_place" (a pruning that only clears consumed tool
-                                    # results, applied as it is) or "session_boundary" (applied whole, a new
-                                    # episode begun)
+                                    # results, applied as it is), "provider_compaction" (consumed messages
+                                    # replaced by an opaque provider compaction, applied as it is) or
+                                    # "session_boundary" (applied whole, a new episode begun)
     shadow: bool = False            # report-only mode: the decision is what the guard would have done
     observed: bool = False          # a change the guard found already made (observe): reported, not refused
     episode: int = 0                # how many times `ContextGuard.new_episode` has started a new one

@@ -55,6 +55,7 @@ DECISION = "ctxwatch.decision"
 HASH_DISTANCE = "ctxwatch.hash.distance"
 LITERALS_BEFORE = "ctxwatch.literals.before"
 LITERALS_LOST = "ctxwatch.literals.lost"
+LITERALS_HIDDEN = "ctxwatch.literals.hidden"   # instead of LITERALS_LOST on an opaque rewrite (loss unknown)
 ORPHANS_TOOL_USE = "ctxwatch.orphans.tool_use"
 ORPHANS_TOOL_RESULT = "ctxwatch.orphans.tool_result"
 VIOLATIONS = "ctxwatch.violations"
@@ -148,7 +149,8 @@ def is_applied_rewrite(kind: str, decision: str) -> bool:
 def feeds_detector(kind: str, decision: str, hash_distance: float | None) -> bool:
     """Whether a mutation was a cycle of the contraction detector: it carries the cycle's hash distance,
     which the guard computes only when it runs the contraction check (an applied rewrite, or the halt that
-    check decides). Appends and refused rewrites carry none. The guard's telemetry counts the detector's
+    check decides). Appends, refused rewrites and opaque rewrites (`ctxwatch.cycles`: their loss is unknown,
+    the span carries ``ctxwatch.literals.hidden`` instead) carry none. The guard's telemetry counts the detector's
     cycles with this rule (``ctxwatch.contraction.cycle``) and the monitor feeds its detector with it."""
     return hash_distance is not None and kind != "append" and decision in ("patch", "halt")
 
@@ -221,6 +223,8 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     *(AttributeSpec(name, "int", "report") for name in (
         LITERALS_BEFORE, LITERALS_LOST, ORPHANS_TOOL_USE, ORPHANS_TOOL_RESULT,
         MESSAGES_BEFORE, MESSAGES_AFTER, SIZE_BEFORE, SIZE_AFTER)),
+    AttributeSpec(LITERALS_HIDDEN, "int", "report, on an opaque rewrite (a provider compaction the guard cannot "
+                  "read), instead of ctxwatch.literals.lost"),
     AttributeSpec(TOKENS_BEFORE, "int", "report, when the agent recorded its context's token count before the "
                   "mutation (Claude Code's preTokens, ctxwatch watch and replay --otlp)"),
     AttributeSpec(CACHE_INVALIDATED_CHARS, "int", "report: consumed characters the applied change invalidates "
@@ -240,7 +244,8 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(RESIDUAL_PRESSURE, "int", "report, when the pass cap is reached"),
     AttributeSpec(DEFERRAL_ID, "int", "report, on defer"),
     AttributeSpec(DEFERRAL_RESOLUTION, "string",
-                  "report, when a deferred rewrite was applied as whole_pairs, in_place or as a session_boundary"),
+                  "report, when a deferred rewrite was applied as whole_pairs, in_place, provider_compaction or as a "
+                  "session_boundary"),
     AttributeSpec(OBSERVED, "boolean", "report, true when the change was found already made (observe) or is sent "
                   "as made (adopt); never false"),
     AttributeSpec(SHADOW, "boolean", "report, true in shadow (report-only) mode: the decision is what the guard "

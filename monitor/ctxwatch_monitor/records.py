@@ -29,7 +29,7 @@ ERROR_TYPE = semconv.GENAI_V1_41.error_type
 MAX_LIST_LENGTH = 64         # entries in ctxwatch.violations / ctxwatch.warnings
 
 _INT_KEYS = frozenset({
-    semconv.PASS_NUMBER, semconv.PASS_CAP, semconv.LITERALS_BEFORE, semconv.LITERALS_LOST,
+    semconv.PASS_NUMBER, semconv.PASS_CAP, semconv.LITERALS_BEFORE, semconv.LITERALS_LOST, semconv.LITERALS_HIDDEN,
     semconv.ORPHANS_TOOL_USE, semconv.ORPHANS_TOOL_RESULT, semconv.EPISODE, semconv.SEQUENCE,
     semconv.CONTRACTION_CYCLE, semconv.SIZE_AFTER, semconv.TOKENS_BEFORE, *semconv.CACHE_FIGURES,
 })
@@ -55,7 +55,7 @@ class MutationRecord:
     """The figures of one mutation span that the monitor keeps and counts."""
 
     __slots__ = ("loop_id", "service", "agent", "kind", "decision", "pass_number", "pass_cap", "d", "before",
-                 "lost", "orphans_tool_use", "orphans_tool_result", "violations", "warnings", "guard_state",
+                 "lost", "hidden", "orphans_tool_use", "orphans_tool_result", "violations", "warnings", "guard_state",
                  "episode", "end_ns", "sequence", "guard_cycle", "size_after", "error_type", "cache", "agent_version",
                  "tokens_before", "instance")
 
@@ -73,6 +73,7 @@ class MutationRecord:
         self.decision: str = get(semconv.DECISION) or ""
         self.pass_number, self.pass_cap = get(semconv.PASS_NUMBER), get(semconv.PASS_CAP)
         self.before, self.lost = get(semconv.LITERALS_BEFORE) or 0, get(semconv.LITERALS_LOST) or 0
+        self.hidden: int | None = get(semconv.LITERALS_HIDDEN)  # an opaque rewrite: its loss unknown
         self.orphans_tool_use = get(semconv.ORPHANS_TOOL_USE) or 0
         self.orphans_tool_result = get(semconv.ORPHANS_TOOL_RESULT) or 0
         d = get(semconv.HASH_DISTANCE)
@@ -90,8 +91,9 @@ class MutationRecord:
 
     @property
     def loss_rate(self) -> float | None:
-        """r_t = lost / literals before, when there were literals."""
-        return self.lost / self.before if self.before else None
+        """r_t = lost / literals before, when there were literals; None when unknown (an opaque rewrite,
+        whose span carries ctxwatch.literals.hidden instead of a lost count)."""
+        return self.lost / self.before if self.before and self.hidden is None else None
 
     @property
     def feeds_detector(self) -> bool:

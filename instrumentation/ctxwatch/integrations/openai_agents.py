@@ -18,7 +18,12 @@ The session's items are OpenAI Responses input items (the guard reads them with 
 - ``clear_session``: the end of a session: `ContextGuard.session_boundary`, then checked as a
   ``prune``.
 - ``run_compaction`` (present when the wrapped session has it, e.g. ``OpenAIResponsesCompactionSession``):
-  the history before and after is checked as a ``compact`` (one span when it changed anything).
+  the history before and after is checked as a ``compact`` (one span when it changed anything). The
+  provider's own compaction item (``/responses/compact``'s opaque ``compaction``) is applied as the
+  provider made it: the literals behind it are unknown to the guard, not lost (docs/alarm.md, "Opaque
+  compactions"). The SDK compacts after the turn, so a halt raised here reaches ``Runner.run`` once the
+  turn's items are stored; its `ContractionRegimeError` says so and how to resume, since the SDK tries
+  the compaction again after every later turn and each is refused until ``guard.new_episode()``.
 - ``replace_items(items, kind="compact")``: the guarded way for your own code to rewrite the history.
 - ``get_items``: passed through; a full read that differs from what the guard knows (another writer
   changed the store) is reported by `ContextGuard.observe`.
@@ -40,6 +45,7 @@ from agents.memory import SessionABC
 
 from ..cache import openai_responses_cache
 from ..config import check_on_refusal
+from ..errors import ContractionRegimeError
 from ..guard import ContextGuard
 from ._format import bind_format
 from ._refusal import raise_refusal, settle
@@ -47,6 +53,11 @@ from ._refusal import raise_refusal, settle
 __all__ = ["GuardedSession"]
 
 _INPUT_ITEMS = frozenset({"item_reference", "mcp_approval_response"})
+_HALTED_COMPACTION = (
+    "  GuardedSession: the SDK's compaction after this turn was refused and the history kept as it was; the turn's "
+    "items are stored in the session, but Runner.run raised instead of returning its result. Every later "
+    "turn's compaction is refused the same way until guard.new_episode() is called (after fixing what the "
+    "compaction drops), or until session.clear_session() starts a new session.")
 
 
 class GuardedSession(SessionABC):
@@ -138,7 +149,11 @@ class GuardedSession(SessionABC):
                 after = list(await _call(self.inner.get_items, None, wrapper=wrapper))
                 if after == before:
                     return
-                if not await self._refused(after, "compact", after, wrapper):
+                try:
+                    refused = await self._refused(after, "compact", after, wrapper)
+                except ContractionRegimeError as halt:
+                    raise ContractionRegimeError(f"{halt}\n{_HALTED_COMPACTION}", halt.report) from None
+                if not refused:
                     self._view = after
         return run_compaction
 

@@ -45,7 +45,10 @@ def report_attributes(attrs: dict[str, Any], names: semconv.GenAINames, report: 
     `attrs`, the start attributes; the report's kind, pass number and cap replace what the caller said."""
     attrs[semconv.DECISION] = report.decision
     attrs[semconv.LITERALS_BEFORE] = report.literals_before
-    attrs[semconv.LITERALS_LOST] = report.literals_lost
+    if report.literals_hidden is None:
+        attrs[semconv.LITERALS_LOST] = report.literals_lost
+    else:  # an opaque rewrite: its loss is unknown, so no count of lost literals (docs/telemetry.md)
+        attrs[semconv.LITERALS_HIDDEN] = report.literals_hidden
     attrs[semconv.ORPHANS_TOOL_USE] = report.orphans_tool_use
     attrs[semconv.ORPHANS_TOOL_RESULT] = report.orphans_tool_result
     attrs[semconv.VIOLATIONS] = violations
