@@ -50,10 +50,10 @@ from .formats import FormatBridge, copy_shape, extended, tail_items
 from .invariants.directive_colocation import check_colocation
 from .invariants.literal_loss import check_literal_loss, literal_diff
 from .invariants.order import check_order
-from .invariants.pairing import check_pairing, index_pairs_after, introduced_orphans, strict_for
+from .invariants.pairing import check_pairing, index_pairs, index_pairs_after, introduced_orphans, strict_for
 from .invariants.plan import Plan, check_barrier, check_plan, pin_lines
 from .invariants.policy import PolicyRegion, PolicySelector, check_pass_cap
-from .invariants.prefix import check_prefix, check_rerender, check_unread_tail
+from .invariants.prefix import check_prefix, check_rerender, check_unread_tail, with_unread_tail
 from .invariants.schemas import SchemaRegistry, check_schemas
 from .kinds import classify
 from .literals import LiteralRegistry
@@ -467,7 +467,7 @@ class ContextGuard:
                                       pass_number=self.passes_used + (1 if rewrite else 0), pass_cap=self.pass_cap)
         try:
             evaluation = self._evaluate(base, change, tools, rendered, rewrite, prefix_change_allowed=False,
-                                        warn_only=TRUSTED_EDIT_WARNS if trusted else ())
+                                        warn_only=TRUSTED_EDIT_WARNS if trusted else (), sent_as_is=adopt)
             outcome = _Outcome(evaluation, raw)
             if settle and not adopt and evaluation.decision == "defer" and deferral != "queue":
                 outcome = self._settle(evaluation, raw, deferral, tools) or outcome
@@ -513,8 +513,10 @@ class ContextGuard:
                 self._elisions += 1  # never reset (not even by new_episode): two markers are never the same
             self._commit(evaluation, outcome.raw, tools, report, session=outcome.resolution == "session_boundary")
             return copy_shape(outcome.raw)
-        if report.decision == "defer":
-            report.deferred_id = self.deferred.push(evaluation.base.context, evaluation.change.after, kind, tools)
+        if report.decision == "defer":  # queued with the unread turns it is rebased on (applied ending with them)
+            queued = self._rebased_on_unread(evaluation.change, evaluation.base, self.config.enforce)
+            report.deferred_id = self.deferred.push(evaluation.base.context, queued or evaluation.change.after,
+                                                    kind, tools)
         elif evaluation.halts_for_contraction and evaluation.verdict is not None:
             self.halted_at = evaluation.verdict.cycle
             self._advance_detector(evaluation)
@@ -682,13 +684,17 @@ class ContextGuard:
 
     # --- the evaluation (no side effects) ------------------------------------------------------------
     def _evaluate(self, base: ConsumedState, change: Change, tools: list[ToolSchema] | None, rendered: Any,
-                  rewrite: bool, *, prefix_change_allowed: bool, warn_only: Iterable[str] = ()) -> Evaluation:
+                  rewrite: bool, *, prefix_change_allowed: bool, warn_only: Iterable[str] = (),
+                  sent_as_is: bool = False) -> Evaluation:
+        """`sent_as_is`: the proposal goes to the model as it is (adopted), even where it drops unread turns."""
         config, enforcement = self.config, self.config.enforce
         relaxed = {invariant: "warn" for invariant in warn_only if enforcement.get(invariant) != "off"}
         if relaxed:
             enforcement = {**enforcement, **relaxed}
         pairs_after = index_pairs_after(change, base.pairs, strict=self._strict)
-        orphans = introduced_orphans(base.pairs, pairs_after)
+        rebased = None if sent_as_is else self._rebased_on_unread(change, base, enforcement)
+        pairs_rebased = None if rebased is None else index_pairs(rebased, strict=self._strict)
+        orphans = introduced_orphans(base.pairs, pairs_after, pairs_rebased)
         findings: list[Finding] = []
 
         def failed(invariant: str, exc: Exception) -> None:  # checks fail closed
@@ -716,7 +722,7 @@ class ContextGuard:
         run("prefix_identity", lambda: check_prefix(change, prefix_change_allowed)
             + check_unread_tail(change, base.unobserved))
         run("rerender", lambda: check_rerender(change, base.rendered, rendered))
-        run("tool_pairing", lambda: check_pairing(base.pairs, pairs_after))
+        run("tool_pairing", lambda: check_pairing(base.pairs, pairs_after, pairs_rebased))
         run("schema_version", lambda: check_schemas(self.registry, tools, pairs_after))
         run("barrier", lambda: check_barrier(base.pairs.pending, self._in_flight, not rewrite))
         if rewrite:
@@ -760,6 +766,18 @@ class ContextGuard:
                           orphans=(tuple(orphans[0]), tuple(orphans[1])), literals_before=literals_before,
                           lost=lost, fp_after=fp_after, distance=d, verdict=verdict, pressure=pressure,
                           findings=tuple(findings), decision=decision)
+
+    @staticmethod
+    def _rebased_on_unread(change: Change, base: ConsumedState,
+                           enforcement: Mapping[str, str]) -> tuple[Message, ...] | None:
+        """What the guard stands for when `change`'s proposal does not end with the unread turns (None
+        when it does, or when prefix_identity is relaxed and the proposal may be used as it is): record
+        000 keeps those turns, so the guard defers, settles or queues the proposal with them at its end
+        (`with_unread_tail`), and the checks that read the whole context (tool pairs, the schemas of the
+        calls in it) judge that: a stale copy's newest call is not orphaned by a result kept after it."""
+        if enforcement.get("prefix_identity") in ("off", "warn"):
+            return None
+        return with_unread_tail(change, base.unobserved)
 
     # --- committing an accepted context (the one place the guard's state moves) ----------------------
     def _commit(self, evaluation: Evaluation, raw: Any, tools: list[ToolSchema] | None, report: Report, *,

@@ -84,7 +84,14 @@ def test_check_with_current_evaluates_the_rewrite_on_top_of_the_appended_turns(s
     now, _ = observed_then_rebuilt(guard)
     dropped = now[:4] + [now[4]]  # the rewrite drops result 2, which the model has not read
     report = guard.check(dropped, kind="prune", current=now)
-    assert report.decision == "abort" and "tool_pairing" in report.violations  # call 2 loses its result
+    # docs/guard.md: dropping an unread turn is settled like a rewrite of the consumed prefix; the guard
+    # keeps result 2 after call 2, so no pair is broken in what it stands for
+    assert (report.decision, report.violations) == ("defer", ["prefix_identity"]), report.explain()
+    orphaning = now[:3] + now[4:]  # drops result 1 (read): call 1 loses its result, whatever is kept after
+    report = guard.check(orphaning, kind="prune", current=now)
+    assert report.decision == "abort" and "tool_pairing" in report.violations
+    assert report.findings[[f.invariant for f in report.findings].index("tool_pairing")].details[
+        "tool_use_without_result"] == ["call_1"]
 
 
 def test_session_boundary_with_current_keeps_the_last_answer_and_applies_the_queued_rewrite(spans):
