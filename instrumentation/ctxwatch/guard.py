@@ -18,7 +18,8 @@ Turns the caller appended after its last `observe()` and before proposing a rewr
 and its result, appended before compacting) are found by position in the list it extended
 (`ctxwatch.unobserved`) and taken as appended first: the rewrite is evaluated on top of them, a
 conversion keeps them verbatim, a refusal and `messages` hand them back, and a proposal that does
-not end with them is settled like a rewrite of the consumed prefix.
+not end with them is settled like a rewrite of the consumed prefix, its tool pairs judged with them
+kept after it (a summary of a stale copy is not refused for the call whose result came since).
 
 Checks fail closed: an exception inside a check becomes an aborting finding for that invariant.
 Telemetry fails open: it is observed through `MutationTelemetry`, which never raises.
@@ -773,8 +774,8 @@ class ContextGuard:
         """What the guard stands for when `change`'s proposal does not end with the unread turns (None
         when it does, or when prefix_identity is relaxed and the proposal may be used as it is): record
         000 keeps those turns, so the guard defers, settles or queues the proposal with them at its end
-        (`with_unread_tail`), and the checks that read the whole context (tool pairs, the schemas of the
-        calls in it) judge that: a stale copy's newest call is not orphaned by a result kept after it."""
+        (`with_unread_tail`), and tool pairing judges that too (`check_pairing`): a stale copy's newest
+        call is not orphaned by a result kept after it."""
         if enforcement.get("prefix_identity") in ("off", "warn"):
             return None
         return with_unread_tail(change, base.unobserved)

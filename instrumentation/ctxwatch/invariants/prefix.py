@@ -7,7 +7,8 @@ remaining message sits on exactly the prefix it was generated from. A model-requ
 of the consumed prefix is refused outright, being an untrusted proposal. When the runtime renders
 the prompt itself, the rendering of an unchanged prefix must be byte-stable too. Turns the caller
 appended since its last observe() (not read by the model yet) must come back verbatim at the end of
-a rewrite; one that drops, changes or moves them is settled like a rewrite of the consumed prefix.
+a rewrite; one that drops, changes or moves them is settled like a rewrite of the consumed prefix,
+and stands for the proposal with them rebased on it (`with_unread_tail`).
 """
 
 from __future__ import annotations
