@@ -113,8 +113,8 @@ def read_tail(known: Sequence[Message], known_objects: Container[int], last_obje
     `unsure` otherwise, for a caller known to rebuild its list: a message appended for certain before one
     observed for certain (an unread turn moved), or a rewrite that dropped or changed the last observed
     message followed by messages that may be its own or new turns (0 for any other caller: nothing grew).
-    "Could have been appended" is `_Continuation`: the provider accepts it after the guard's context, with no orphaned result and
-    no repeated tool id, so no orphan is ever taken as a new turn."""
+    "Could have been appended" is `_Continuation`: the provider accepts it after the guard's context, with
+    no orphaned result and no repeated tool id, so no orphan is ever taken as a new turn."""
     if not known or not proposed:
         return TailReading(0)
     digests = [m.digest for m in proposed]
