@@ -217,3 +217,47 @@ def test_the_documented_openai_loop_rebuilding_its_list_without_current_keeps_ev
         guard.observe(messages)
         messages = rebuild(messages) + [{"role": "assistant", "content": "Done."}]
     assert shrunk >= 10
+
+
+def anthropic_turn(rng: random.Random, first: int) -> list[dict]:
+    ids = [f"toolu_{first + i}" for i in range(rng.randint(1, 4))]
+    return [{"role": "assistant", "content": [{"type": "tool_use", "id": i, "name": "lookup", "input": {}}
+                                              for i in ids]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": rng.choice(["ok", "[]"])}
+                                         for i in ids]}]
+
+
+def anthropic_summaries(messages: list, rng: random.Random) -> list:
+    """docs/guard.md's Anthropic summarizer (the oldest 60% becomes a user note, the rest starts at an
+    assistant turn), or one that folds everything before the newest call."""
+    if rng.random() < 0.5:
+        cut = int(len(messages) * 0.6)
+        while cut < len(messages) and messages[cut]["role"] != "assistant":
+            cut += 1
+    else:
+        cut = len(messages) - 2
+    results = [b["content"] for m in messages[:cut] if isinstance(m["content"], list)
+               for b in m["content"] if b["type"] == "tool_result"]
+    return [{"role": "user", "content": "Earlier: " + "; ".join(results)}] + messages[cut:]
+
+
+@pytest.mark.parametrize("style", ["rebuilt", "copied"])
+def test_the_documented_anthropic_loop_rebuilding_its_list_without_current_keeps_every_unread_turn(style):
+    rebuild, rng = STYLES[style], random.Random(5)
+    guard = ContextGuard(f"f3-anthropic-loop-{style}", format="anthropic", enforce={"contraction": "warn"})
+    messages, made, shrunk = [], 0, 0
+    for task in range(60):
+        messages = rebuild(messages) + [{"role": "user", "content": f"task {task}"}]
+        for _ in range(rng.randint(1, 3)):
+            guard.observe(messages)
+            turn = anthropic_turn(rng, made)
+            made += len(turn[0]["content"])
+            messages = rebuild(messages) + turn
+            if len(messages) > 30:
+                size = len(messages)
+                messages = guard.apply(anthropic_summaries(messages, rng), kind="compact")
+                assert messages[-2:] == turn and valid(messages, "anthropic")
+                shrunk += len(messages) < size
+        guard.observe(messages)
+        messages = rebuild(messages) + [{"role": "assistant", "content": [{"type": "text", "text": "Done."}]}]
+    assert shrunk >= 10
