@@ -44,7 +44,7 @@ from .cycles import measure_cycle
 from .deferral import Conversion, DeferralQueue, carried_text, results_cleared_in_place, whole_pair_conversion
 from .diff import Change
 from .directives import DEFAULT_MARKERS
-from .errors import InvalidContextError
+from .errors import InvalidContextError, UnreadTurnsUnknownError
 from .evaluation import Evaluation, size_after
 from .fingerprint import Fingerprinter
 from .formats import FormatBridge, copy_shape, extended, tail_items
@@ -64,7 +64,7 @@ from .provenance import ProvenanceLog
 from .report import MUTATION_KINDS, Finding, Report
 from .state import ConsumedState
 from .telemetry import MutationTelemetry
-from .unobserved import CallerLists
+from .unobserved import CallerLists, read_tail
 
 log = logging.getLogger("ctxwatch")
 
@@ -219,7 +219,7 @@ class ContextGuard:
             self._record_append(change, messages)
         state = self._state
         state.with_boundary(len(proposed) if boundary is None else boundary, rendered)
-        self._callers.reset(messages)
+        self._callers.observed(messages)
         return report
 
     def _record_append(self, change: Change, raw: Any) -> None:
@@ -448,7 +448,7 @@ class ContextGuard:
             raise ValueError(f"kind must be one of {', '.join(MUTATION_KINDS)}; got {kind!r}")
         deferral = self.config.deferral if deferral is None else check_deferral(deferral)
         shadow = self.config.shadow if shadow is None else shadow
-        base = self._with_unobserved_tail(proposed, raw, appended)
+        base = self._with_unobserved_tail(proposed, raw, appended, sure=not adopt)
         change = Change.between(base.context, proposed, kind or "rewrite", base.digests)
         if tools is not None and not self.registry.changes(tools):
             tools = None  # the same tool list sent again (runtimes send it with every request): no change
@@ -523,15 +523,16 @@ class ContextGuard:
             self._advance_detector(evaluation)
         return self._checked(evaluation.base)
 
-    def _with_unobserved_tail(self, proposed: tuple[Message, ...], raw: Any,
-                              appended: list[Any] | None = None) -> ConsumedState:
+    def _with_unobserved_tail(self, proposed: tuple[Message, ...], raw: Any, appended: list[Any] | None = None,
+                              *, sure: bool = True) -> ConsumedState:
         """The state to evaluate against: the guard's, plus the turns the caller appended since the guard
         last saw its context, as if they had been observed (`unobserved` counts them, and the proposal must
         end with them verbatim: `check_unread_tail`). They are `appended` when the caller named them
         (`current`), else the items after the known ones in the list the caller extended (`CallerLists`:
         by position, duplicates and all). When the caller named none and no list the guard saw grew (a
-        caller that builds a new list without `current`), they are inferred from the proposal
-        (`_inferred_tail`). The guard's own state is never modified here."""
+        caller that builds a new list without `current`), they are read from the proposal (`_read_tail`),
+        which raises when it cannot tell unless `sure` is False (a context sent as it is: then none).
+        The guard's own state is never modified here."""
         state = self._state
         items = appended if appended is not None else self._callers.appended()
         tail = self._as_messages(items)
@@ -542,23 +543,34 @@ class ContextGuard:
             return self._grown(state, items) or state
         if appended is not None:
             return state  # the caller said what it appended: nothing (or nothing the guard can read)
-        return self._grown(state, self._inferred_tail(proposed, raw)) or state
+        count = self._read_tail(proposed, raw, sure)
+        return (self._grown(state, tail_items(raw, count)) if count else None) or state
 
-    def _inferred_tail(self, proposed: tuple[Message, ...], raw: Any) -> list[Any]:
-        """The caller's objects the proposal carries after the last message the guard knows, when the
-        guard cannot see the list the caller extended: only if that message is there and nothing after
-        it repeats a message of the guard's context (else nothing: the guess could reorder the context)."""
-        known = self._state.digests
-        if not known or not proposed or proposed[-1].digest == known[-1]:
-            return []  # the common case: the proposal ends where the guard's context does
-        digests = [m.digest for m in proposed]
-        if digests[: len(known)] == known or known[-1] not in digests:
-            return []
-        last = len(digests) - 1 - digests[::-1].index(known[-1])
-        seen = set(known)
-        if any(d in seen for d in digests[last + 1:]):
-            return []
-        return tail_items(raw, len(digests) - last - 1)
+    def _read_tail(self, proposed: tuple[Message, ...], raw: Any, sure: bool) -> int:
+        """How many of the proposal's last messages are unread turns, read from the proposal alone
+        (`unobserved.read_tail`: the caller's objects the guard holds or handed back tell observed messages
+        from the others). Where it cannot tell, `UnreadTurnsUnknownError` (`sure`), else 0."""
+        state = self._state
+        known_items = self._caller_items(state.raw, len(state.context))
+        objects = {id(item) for item in known_items if item is not None} | self._callers.objects()
+        reading = read_tail(state.context.messages, objects, id(known_items[-1]) if known_items else None,
+                            proposed, [None if item is None else id(item)
+                                       for item in self._caller_items(raw, len(proposed))],
+                            format=self.bridge.format, rebuilds=self._callers.rebuilds)
+        if reading.unsure is not None and sure:
+            raise UnreadTurnsUnknownError(
+                f"loop {self.loop_id}: no list the guard saw grew and current= was not given, so the turns "
+                f"appended since the last observe() are read from the proposal, and it cannot tell which they "
+                f"are ({reading.unsure}); pass current=<your list before the rewrite>, or extend the list you "
+                "observed in place")
+        return reading.count
+
+    @staticmethod
+    def _caller_items(raw: Any, count: int) -> list[Any]:
+        """The caller's objects of a context of `count` messages (a list, or a request dict's messages), one
+        per message; None for a message that is not one of them (a request dict's system prompt)."""
+        items = list(raw.get("messages", ()) if isinstance(raw, dict) else raw)
+        return [None] * (count - len(items)) + items[max(0, len(items) - count):]
 
     def _with_appended(self, appended: list[Any] | None = None) -> tuple[tuple[Message, ...], Any, list[int]]:
         """The guard's context with the turns the caller appended since (`appended` when the caller named
