@@ -23,6 +23,7 @@ from .errors import (
     OrphanedToolPairError,
     PassCapReachedError,
     PolicyMutationError,
+    UnreadTurnsUnknownError,
 )
 from .fingerprint import Fingerprinter, distance
 from .guard import ContextGuard
@@ -43,5 +44,5 @@ __all__ = [
     "NonMonotonicRewriteError", "OpaquePart", "OrphanedToolPairError", "out_of_band", "PassCapReachedError",
     "PlanStep", "GuardConfig", "ProviderCache",
     "PolicyMutationError", "Report", "strip_directives", "TextPart", "ToolCall", "ToolResult", "ToolSchema",
-    "verify_jsonl",
+    "UnreadTurnsUnknownError", "verify_jsonl",
 ]

@@ -18,7 +18,8 @@ Turns the caller appended after its last `observe()` and before proposing a rewr
 and its result, appended before compacting) are found by position in the list it extended
 (`ctxwatch.unobserved`) and taken as appended first: the rewrite is evaluated on top of them, a
 conversion keeps them verbatim, a refusal and `messages` hand them back, and a proposal that does
-not end with them is settled like a rewrite of the consumed prefix.
+not end with them is settled like a rewrite of the consumed prefix, its tool pairs judged with them
+kept after it (a summary of a stale copy is not refused for the call whose result came since).
 
 Checks fail closed: an exception inside a check becomes an aborting finding for that invariant.
 Telemetry fails open: it is observed through `MutationTelemetry`, which never raises.
@@ -50,17 +51,17 @@ from .deferral import (
 )
 from .diff import Change
 from .directives import DEFAULT_MARKERS
-from .errors import InvalidContextError
+from .errors import InvalidContextError, UnreadTurnsUnknownError
 from .evaluation import Evaluation, size_after
 from .fingerprint import Fingerprinter
 from .formats import FormatBridge, copy_shape, extended, tail_items
 from .invariants.directive_colocation import check_colocation
 from .invariants.literal_loss import check_literal_loss, literal_diff
 from .invariants.order import check_order
-from .invariants.pairing import check_pairing, index_pairs_after, introduced_orphans, strict_for
+from .invariants.pairing import check_pairing, index_pairs, index_pairs_after, introduced_orphans, strict_for
 from .invariants.plan import Plan, check_barrier, check_plan, pin_lines
 from .invariants.policy import PolicyRegion, PolicySelector, check_pass_cap
-from .invariants.prefix import check_prefix, check_rerender, check_unread_tail
+from .invariants.prefix import check_prefix, check_rerender, check_unread_tail, with_unread_tail
 from .invariants.schemas import SchemaRegistry, check_schemas
 from .kinds import classify
 from .literals import LiteralRegistry
@@ -70,7 +71,7 @@ from .provenance import ProvenanceLog
 from .report import MUTATION_KINDS, Finding, Report
 from .state import ConsumedState
 from .telemetry import MutationTelemetry
-from .unobserved import CallerLists
+from .unobserved import CallerLists, read_tail
 
 log = logging.getLogger("ctxwatch")
 
@@ -225,7 +226,7 @@ class ContextGuard:
             self._record_append(change, messages)
         state = self._state
         state.with_boundary(len(proposed) if boundary is None else boundary, rendered)
-        self._callers.reset(messages)
+        self._callers.observed(messages)
         return report
 
     def _record_append(self, change: Change, raw: Any) -> None:
@@ -454,7 +455,7 @@ class ContextGuard:
             raise ValueError(f"kind must be one of {', '.join(MUTATION_KINDS)}; got {kind!r}")
         deferral = self.config.deferral if deferral is None else check_deferral(deferral)
         shadow = self.config.shadow if shadow is None else shadow
-        base = self._with_unobserved_tail(proposed, raw, appended)
+        base = self._with_unobserved_tail(proposed, raw, appended, sure=not adopt)
         change = Change.between(base.context, proposed, kind or "rewrite", base.digests)
         if tools is not None and not self.registry.changes(tools):
             tools = None  # the same tool list sent again (runtimes send it with every request): no change
@@ -474,7 +475,7 @@ class ContextGuard:
                                       pass_number=self.passes_used + (1 if rewrite else 0), pass_cap=self.pass_cap)
         try:
             evaluation = self._evaluate(base, change, tools, rendered, rewrite, prefix_change_allowed=False,
-                                        warn_only=TRUSTED_EDIT_WARNS if trusted else ())
+                                        warn_only=TRUSTED_EDIT_WARNS if trusted else (), sent_as_is=adopt)
             outcome = _Outcome(evaluation, raw)
             if settle and not adopt and evaluation.decision == "defer" and deferral != "queue":
                 outcome = self._settle(evaluation, raw, deferral, tools) or outcome
@@ -520,22 +521,25 @@ class ContextGuard:
                 self._elisions += 1  # never reset (not even by new_episode): two markers are never the same
             self._commit(evaluation, outcome.raw, tools, report, session=outcome.resolution == "session_boundary")
             return copy_shape(outcome.raw)
-        if report.decision == "defer":
-            report.deferred_id = self.deferred.push(evaluation.base.context, evaluation.change.after, kind, tools)
+        if report.decision == "defer":  # queued with the unread turns it is rebased on (applied ending with them)
+            queued = self._rebased_on_unread(evaluation.change, evaluation.base, self.config.enforce)
+            report.deferred_id = self.deferred.push(evaluation.base.context, queued or evaluation.change.after,
+                                                    kind, tools)
         elif evaluation.halts_for_contraction and evaluation.verdict is not None:
             self.halted_at = evaluation.verdict.cycle
             self._advance_detector(evaluation)
         return self._checked(evaluation.base)
 
-    def _with_unobserved_tail(self, proposed: tuple[Message, ...], raw: Any,
-                              appended: list[Any] | None = None) -> ConsumedState:
+    def _with_unobserved_tail(self, proposed: tuple[Message, ...], raw: Any, appended: list[Any] | None = None,
+                              *, sure: bool = True) -> ConsumedState:
         """The state to evaluate against: the guard's, plus the turns the caller appended since the guard
         last saw its context, as if they had been observed (`unobserved` counts them, and the proposal must
         end with them verbatim: `check_unread_tail`). They are `appended` when the caller named them
         (`current`), else the items after the known ones in the list the caller extended (`CallerLists`:
         by position, duplicates and all). When the caller named none and no list the guard saw grew (a
-        caller that builds a new list without `current`), they are inferred from the proposal
-        (`_inferred_tail`). The guard's own state is never modified here."""
+        caller that builds a new list without `current`), they are read from the proposal (`_read_tail`),
+        which raises when it cannot tell unless `sure` is False (a context sent as it is: then none).
+        The guard's own state is never modified here."""
         state = self._state
         items = appended if appended is not None else self._callers.appended()
         tail = self._as_messages(items)
@@ -546,23 +550,34 @@ class ContextGuard:
             return self._grown(state, items) or state
         if appended is not None:
             return state  # the caller said what it appended: nothing (or nothing the guard can read)
-        return self._grown(state, self._inferred_tail(proposed, raw)) or state
+        count = self._read_tail(proposed, raw, sure)
+        return (self._grown(state, tail_items(raw, count)) if count else None) or state
 
-    def _inferred_tail(self, proposed: tuple[Message, ...], raw: Any) -> list[Any]:
-        """The caller's objects the proposal carries after the last message the guard knows, when the
-        guard cannot see the list the caller extended: only if that message is there and nothing after
-        it repeats a message of the guard's context (else nothing: the guess could reorder the context)."""
-        known = self._state.digests
-        if not known or not proposed or proposed[-1].digest == known[-1]:
-            return []  # the common case: the proposal ends where the guard's context does
-        digests = [m.digest for m in proposed]
-        if digests[: len(known)] == known or known[-1] not in digests:
-            return []
-        last = len(digests) - 1 - digests[::-1].index(known[-1])
-        seen = set(known)
-        if any(d in seen for d in digests[last + 1:]):
-            return []
-        return tail_items(raw, len(digests) - last - 1)
+    def _read_tail(self, proposed: tuple[Message, ...], raw: Any, sure: bool) -> int:
+        """How many of the proposal's last messages are unread turns, read from the proposal alone
+        (`unobserved.read_tail`: the caller's objects the guard holds or handed back tell observed messages
+        from the others). Where it cannot tell, `UnreadTurnsUnknownError` (`sure`), else 0."""
+        state = self._state
+        known_items = self._caller_items(state.raw, len(state.context))
+        objects = {id(item) for item in known_items if item is not None} | self._callers.objects()
+        reading = read_tail(state.context.messages, objects, id(known_items[-1]) if known_items else None,
+                            proposed, [None if item is None else id(item)
+                                       for item in self._caller_items(raw, len(proposed))],
+                            format=self.bridge.format, rebuilds=self._callers.rebuilds)
+        if reading.unsure is not None and sure:
+            raise UnreadTurnsUnknownError(
+                f"loop {self.loop_id}: no list the guard saw grew and current= was not given, so the turns "
+                f"appended since the last observe() are read from the proposal, and it cannot tell which they "
+                f"are ({reading.unsure}); pass current=<your list before the rewrite>, or extend the list you "
+                "observed in place")
+        return reading.count
+
+    @staticmethod
+    def _caller_items(raw: Any, count: int) -> list[Any]:
+        """The caller's objects of a context of `count` messages (a list, or a request dict's messages), one
+        per message; None for a message that is not one of them (a request dict's system prompt)."""
+        items = list(raw.get("messages", ()) if isinstance(raw, dict) else raw)
+        return [None] * (count - len(items)) + items[max(0, len(items) - count):]
 
     def _with_appended(self, appended: list[Any] | None = None) -> tuple[tuple[Message, ...], Any, list[int]]:
         """The guard's context with the turns the caller appended since (`appended` when the caller named
@@ -696,13 +711,17 @@ class ContextGuard:
 
     # --- the evaluation (no side effects) ------------------------------------------------------------
     def _evaluate(self, base: ConsumedState, change: Change, tools: list[ToolSchema] | None, rendered: Any,
-                  rewrite: bool, *, prefix_change_allowed: bool, warn_only: Iterable[str] = ()) -> Evaluation:
+                  rewrite: bool, *, prefix_change_allowed: bool, warn_only: Iterable[str] = (),
+                  sent_as_is: bool = False) -> Evaluation:
+        """`sent_as_is`: the proposal goes to the model as it is (adopted), even where it drops unread turns."""
         config, enforcement = self.config, self.config.enforce
         relaxed = {invariant: "warn" for invariant in warn_only if enforcement.get(invariant) != "off"}
         if relaxed:
             enforcement = {**enforcement, **relaxed}
         pairs_after = index_pairs_after(change, base.pairs, strict=self._strict)
-        orphans = introduced_orphans(base.pairs, pairs_after)
+        rebased = None if sent_as_is else self._rebased_on_unread(change, base, enforcement)
+        pairs_rebased = None if rebased is None else index_pairs(rebased, strict=self._strict)
+        orphans = introduced_orphans(base.pairs, pairs_after, pairs_rebased)
         findings: list[Finding] = []
 
         def failed(invariant: str, exc: Exception) -> None:  # checks fail closed
@@ -731,7 +750,7 @@ class ContextGuard:
         run("prefix_identity", lambda: check_prefix(change, prefix_change_allowed)
             + check_unread_tail(change, base.unobserved))
         run("rerender", lambda: check_rerender(change, base.rendered, rendered))
-        run("tool_pairing", lambda: check_pairing(base.pairs, pairs_after))
+        run("tool_pairing", lambda: check_pairing(base.pairs, pairs_after, pairs_rebased))
         run("schema_version", lambda: check_schemas(self.registry, tools, pairs_after))
         run("barrier", lambda: check_barrier(base.pairs.pending, self._in_flight, not rewrite))
         if rewrite:
@@ -787,6 +806,18 @@ class ContextGuard:
                           orphans=(tuple(orphans[0]), tuple(orphans[1])), literals_before=literals_before,
                           lost=lost, fp_after=fp_after, distance=d, verdict=verdict, pressure=pressure,
                           findings=tuple(findings), decision=decision, hidden=hidden)
+
+    @staticmethod
+    def _rebased_on_unread(change: Change, base: ConsumedState,
+                           enforcement: Mapping[str, str]) -> tuple[Message, ...] | None:
+        """What the guard stands for when `change`'s proposal does not end with the unread turns (None
+        when it does, or when prefix_identity is relaxed and the proposal may be used as it is): record
+        000 keeps those turns, so the guard defers, settles or queues the proposal with them at its end
+        (`with_unread_tail`), and tool pairing judges that too (`check_pairing`): a stale copy's newest
+        call is not orphaned by a result kept after it."""
+        if enforcement.get("prefix_identity") in ("off", "warn"):
+            return None
+        return with_unread_tail(change, base.unobserved)
 
     # --- committing an accepted context (the one place the guard's state moves) ----------------------
     def _commit(self, evaluation: Evaluation, raw: Any, tools: list[ToolSchema] | None, report: Report, *,

@@ -58,14 +58,15 @@ def test_a_rebuilt_list_given_as_current_keeps_the_unread_call_and_result_verbat
     assert guard.messages == context
 
 
-def test_without_current_the_unread_call_is_folded_into_the_note(spans):
-    """What current= prevents: the guard sees no list grow and the summary holds no message it observed
-    last, so the new call and its result are taken as the summary's own text."""
+def test_without_current_the_unread_call_is_read_from_the_proposal_and_kept(spans):
+    """Review F3: the guard sees no list grow and the summary holds no message it observed last, but call 2
+    is one it never saw: the model's reply, appended since. It and its result come back verbatim after the
+    marker, as with current= (on main they were taken as the summary's own text and folded into the note)."""
     guard = guard_with(spans)
-    _, summary = observed_then_rebuilt(guard)
+    now, summary = observed_then_rebuilt(guard)
     context = guard.apply(summary, kind="compact")
-    assert not any(m.get("tool_calls") for m in context[1:])
-    assert "SKU-00002: 14 units" in context[-1]["content"]
+    assert context[-2] is now[4] and context[-1] is now[5]
+    assert "elided" in context[1]["content"] and "SKU-00002" not in context[1]["content"]
 
 
 def test_a_refusal_hands_back_the_rebuilt_lists_turns_in_guard_messages(spans):
@@ -84,7 +85,14 @@ def test_check_with_current_evaluates_the_rewrite_on_top_of_the_appended_turns(s
     now, _ = observed_then_rebuilt(guard)
     dropped = now[:4] + [now[4]]  # the rewrite drops result 2, which the model has not read
     report = guard.check(dropped, kind="prune", current=now)
-    assert report.decision == "abort" and "tool_pairing" in report.violations  # call 2 loses its result
+    # docs/guard.md: dropping an unread turn is settled like a rewrite of the consumed prefix; the guard
+    # keeps result 2 after call 2, so no pair is broken in what it stands for
+    assert (report.decision, report.violations) == ("defer", ["prefix_identity"]), report.explain()
+    orphaning = now[:3] + now[4:]  # drops result 1 (read): call 1 loses its result, whatever is kept after
+    report = guard.check(orphaning, kind="prune", current=now)
+    assert report.decision == "abort" and "tool_pairing" in report.violations
+    assert report.findings[[f.invariant for f in report.findings].index("tool_pairing")].details[
+        "tool_use_without_result"] == ["call_1"]
 
 
 def test_session_boundary_with_current_keeps_the_last_answer_and_applies_the_queued_rewrite(spans):

@@ -141,17 +141,17 @@ def test_a_check_that_is_not_a_patch_changes_nothing_and_apply_decides_the_same(
             continue
         proposal = data.draw(proposals(current))
         before = observables(guard)
-        report = guard.check(proposal, kind="compact")
+        report = guard.check(proposal, kind="compact", current=current)  # the loop rebuilds its list
         if report.decision == "patch":
             continue
         assert observables(guard) == before, report.explain()
         if action == "check":
             continue
-        again, _ = guard.resolve(proposal, kind="compact")
+        again, _ = guard.resolve(proposal, kind="compact", current=current)
         assert again.decision == report.decision and again.violations == report.violations
         if action == "apply" and again.decision in ("abort", "halt"):
             try:
-                guard.apply(proposal, kind="compact")
+                guard.apply(proposal, kind="compact", current=current)
             except Exception as refused:  # noqa: BLE001 - the typed refusal, whose report decides the same
                 assert refused.report.decision == report.decision  # type: ignore[attr-defined]
             else:
@@ -207,6 +207,6 @@ def test_the_tool_index_the_guard_keeps_is_always_that_of_its_context(messages, 
             guard.observe(current + data.draw(conversations(tag=f"o{step}"))[1:])
         else:
             proposal = data.draw(rewrites_in_place(current) if action == "in place" else proposals(current))
-            guard.resolve(proposal, kind="compact")
+            guard.resolve(proposal, kind="compact", current=current)  # the loop rebuilds its list
         kept = guard._state  # white box: the consumed index, against a fresh scan of the consumed context
         assert asdict(kept.pairs) == asdict(index_pairs(kept.context.messages))

@@ -191,7 +191,8 @@ class ContextGuardMiddleware(AgentMiddleware):
             guard.observe(proposal, boundary=guard.context.boundary)
             return request, None
         # the guard names the kind (`kinds.classify`; schema_change when only the tools changed)
-        report, kept = settle(guard, proposal, tools=request.tools if tools_changed else None)
+        # the guard has just seen `baseline`, all there is before this edit: nothing appended since (current=)
+        report, kept = settle(guard, proposal, tools=request.tools if tools_changed else None, current=baseline)
         if kept is None:
             return request, None
         raise_refusal(report, self.on_refusal)

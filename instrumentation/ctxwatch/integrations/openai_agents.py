@@ -105,7 +105,7 @@ class GuardedSession(SessionABC):
             view = await self._known(wrapper)
             if not view:
                 return await _call(self.inner.pop_item, wrapper=wrapper)
-            if await self._refused(view[:-1], "prune", view, wrapper):
+            if await self._refused(view[:-1], "prune", view, wrapper, view):
                 return None
             item = await _call(self.inner.pop_item, wrapper=wrapper)
             self._view = view[:-1]
@@ -115,7 +115,7 @@ class GuardedSession(SessionABC):
         async with self._lock:
             view = await self._known(wrapper)
             self.guard.session_boundary()
-            if await self._refused([], "prune", view, wrapper):
+            if await self._refused([], "prune", view, wrapper, view):
                 return
             await _call(self.inner.clear_session, wrapper=wrapper)
             self._view = []
@@ -124,7 +124,7 @@ class GuardedSession(SessionABC):
         """Replace the whole history by `items` if the guard accepts it; True when replaced."""
         async with self._lock:
             view = await self._known(wrapper)
-            if await self._refused(list(items), kind, view, wrapper):
+            if await self._refused(list(items), kind, view, wrapper, view):
                 return False
             await self._store(list(items), wrapper)
             return True
@@ -150,17 +150,19 @@ class GuardedSession(SessionABC):
                 if after == before:
                     return
                 try:
-                    refused = await self._refused(after, "compact", after, wrapper)
+                    refused = await self._refused(after, "compact", after, wrapper, before)
                 except ContractionRegimeError as halt:
                     raise ContractionRegimeError(f"{halt}\n{_HALTED_COMPACTION}", halt.report) from None
                 if not refused:
                     self._view = after
         return run_compaction
 
-    async def _refused(self, proposed: list[Any], kind: str, stored: list[Any], wrapper: Any) -> bool:
+    async def _refused(self, proposed: list[Any], kind: str, stored: list[Any], wrapper: Any,
+                       known: list[Any]) -> bool:
         """Check `proposed`; on a refusal put the guard's context in the store (if `stored` differs
-        from it) and raise or report. True when refused."""
-        report, kept = settle(self.guard, proposed, kind=kind)
+        from it) and raise or report. True when refused. `known`: the history the guard last saw, which
+        is all the store held before the edit (given as ``current=``: nothing was appended since)."""
+        report, kept = settle(self.guard, proposed, kind=kind, current=known)
         if kept is None:
             return False
         if kept != stored:

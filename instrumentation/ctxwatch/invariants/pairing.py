@@ -237,9 +237,19 @@ def _speaks_before_results(m: Message) -> bool:
     return False
 
 
-def introduced_orphans(before: PairIndex, after: PairIndex) -> tuple[list[str], list[str]]:
+def introduced_orphans(before: PairIndex, after: PairIndex, rebased: PairIndex | None = None
+                       ) -> tuple[list[str], list[str]]:
     """(tool_use_without_result, tool_result_without_use) the proposal creates. A call whose result
-    the proposal removes counts even at the frontier: it is not pending, its result was dropped."""
+    the proposal removes counts even at the frontier: it is not pending, its result was dropped.
+    `rebased`: as in `check_pairing` (then only what it orphans too counts)."""
+    calls, results = _orphaned(before, after)
+    if rebased is None:
+        return calls, results
+    again = _orphaned(before, rebased)
+    return _both(calls, again[0]), _both(results, again[1])
+
+
+def _orphaned(before: PairIndex, after: PairIndex) -> tuple[list[str], list[str]]:
     old_calls, old_results = set(before.orphan_calls), set(before.orphan_results)
     calls = [c for c in after.orphan_calls if c not in old_calls]
     calls += [c for c in after.pending if c in before.results]
@@ -247,10 +257,26 @@ def introduced_orphans(before: PairIndex, after: PairIndex) -> tuple[list[str], 
     return calls, results
 
 
-def check_pairing(before: PairIndex, after: PairIndex) -> list[Finding]:
-    """Findings for the orphans and duplicates the proposal introduces (pre-existing ones are warned)."""
+def _duplicated(before: PairIndex, after: PairIndex) -> tuple[list[str], list[str]]:
+    return ([c for c in after.duplicate_calls if c not in set(before.duplicate_calls)],
+            [r for r in after.duplicate_results if r not in set(before.duplicate_results)])
+
+
+def _both(ids: list[str], again: list[str]) -> list[str]:
+    kept = set(again)
+    return [i for i in ids if i in kept]
+
+
+def check_pairing(before: PairIndex, after: PairIndex, rebased: PairIndex | None = None) -> list[Finding]:
+    """Findings for the orphans and duplicates the proposal introduces (pre-existing ones are warned).
+
+    `rebased`: the pairs of the proposal rebased on the unread turns it does not end with
+    (`prefix.with_unread_tail`), which the guard keeps after it: it never uses such a proposal as it
+    is, but defers, settles or queues it with them. A pair counts as broken only where it is broken
+    both in the proposal as written and so rebased: a stale copy's newest call is whole with the
+    result kept after it, a proposal's own copy of an unread pair (moved, shortened) is whole as written."""
     findings: list[Finding] = []
-    new_calls, new_results = introduced_orphans(before, after)
+    new_calls, new_results = introduced_orphans(before, after, rebased)
     if new_calls or new_results:
         parts = []
         if new_calls:
@@ -264,8 +290,10 @@ def check_pairing(before: PairIndex, after: PairIndex) -> list[Finding]:
             "(compact in whole-pair units), or keep the old context.",
             details={"tool_use_without_result": new_calls, "tool_result_without_use": new_results},
         ))
-    dup_calls = [c for c in after.duplicate_calls if c not in set(before.duplicate_calls)]
-    dup_results = [r for r in after.duplicate_results if r not in set(before.duplicate_results)]
+    dup_calls, dup_results = _duplicated(before, after)
+    if rebased is not None:
+        again = _duplicated(before, rebased)
+        dup_calls, dup_results = _both(dup_calls, again[0]), _both(dup_results, again[1])
     if dup_calls or dup_results:
         findings.append(Finding(
             "tool_pairing",

@@ -7,7 +7,8 @@ remaining message sits on exactly the prefix it was generated from. A model-requ
 of the consumed prefix is refused outright, being an untrusted proposal. When the runtime renders
 the prompt itself, the rendering of an unchanged prefix must be byte-stable too. Turns the caller
 appended since its last observe() (not read by the model yet) must come back verbatim at the end of
-a rewrite; one that drops, changes or moves them is settled like a rewrite of the consumed prefix.
+a rewrite; one that drops, changes or moves them is settled like a rewrite of the consumed prefix,
+and stands for the proposal with them rebased on it (`with_unread_tail`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..diff import Change
+from ..model import Message
 from ..report import Finding
 
 
@@ -45,7 +47,7 @@ def check_unread_tail(change: Change, unread: int) -> list[Finding]:
     appended since its last observe() (the last messages of `change.before`), verbatim and in order:
     the model has not read them, so they are kept and the rewrite is settled like one that alters
     the consumed prefix (deferred, or whole-pair compaction, which keeps them after the frontier)."""
-    if not unread or change.after_digests[-unread:] == change.before_digests[-unread:]:
+    if _ends_with_unread(change, unread):
         return []
     return [Finding(
         "prefix_identity",
@@ -53,6 +55,22 @@ def check_unread_tail(change: Change, unread: int) -> list[Finding]:
         f"{len(change.before_digests) - unread}..{len(change.before_digests) - 1}, not read by the model yet), "
         "verbatim and in order; they are kept, and the rewrite is deferred or settled by the guard's "
         "deferral mode", action="defer", details={"unread": unread})]
+
+
+def with_unread_tail(change: Change, unread: int) -> tuple[Message, ...] | None:
+    """The proposal rebased on the `unread` turns it does not end with (None when it does): the turns
+    the guard keeps after it (deferred, settled or queued), appended where the proposal's own tail stops
+    following them. A proposal made from a stale copy ends with the unread turns that copy held (the
+    newest call, its result appended since): those give way to all of them, verbatim."""
+    if _ends_with_unread(change, unread):
+        return None
+    after, kept = change.after_digests, change.before_digests[-unread:]
+    held = next(k for k in range(min(unread, len(after)), -1, -1) if after[len(after) - k:] == kept[:k])
+    return change.after[: len(after) - held] + change.before.messages[-unread:]
+
+
+def _ends_with_unread(change: Change, unread: int) -> bool:
+    return not unread or change.after_digests[-unread:] == change.before_digests[-unread:]
 
 
 def check_rerender(change: Change, consumed: Any, rendered: Any) -> list[Finding]:
