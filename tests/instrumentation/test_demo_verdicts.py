@@ -47,7 +47,7 @@ def test_a_designed_failure_halted_or_flagged_beyond_its_design_is_not_as_design
     """Review F8: the verdict of a designed failure only asked whether its invariant fired, so a loop halted
     for contraction went unnoticed. Now a designed failure that does not converge must halt nothing and be
     flagged nowhere, and one that does (the fixer) must be flagged by the monitor wherever its guard halted."""
-    f = fleet(12)
+    f = fleet(24)  # the fixer's guard halts it at round 21 on this seed (fall_ratio 0.6, docs/alarm.md)
     result = verdicts(f, [])
     for agent in set(REFUSED_BY) - CONVERGING_TOO:
         assert result[agent]["as_designed"], (agent, result[agent]["halted"])
@@ -57,7 +57,7 @@ def test_a_designed_failure_halted_or_flagged_beyond_its_design_is_not_as_design
         assert not verdicts(f, [])[agent]["as_designed"], agent
     for agent in CONVERGING_TOO:
         halted = f.agents[agent].halted
-        assert halted, "the fixer converges within 12 cycles on this seed"
+        assert halted, "the fixer converges within 24 cycles on this seed"
         assert not result[agent]["as_designed"]  # halted by its guard, not flagged by the monitor
         flagged = [{"loop_id": loop_id, "flagged_cycle": 4} for loop_id in halted]
         assert verdicts(f, flagged)[agent]["as_designed"]
