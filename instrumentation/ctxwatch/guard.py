@@ -549,14 +549,18 @@ class ContextGuard:
     def _read_tail(self, proposed: tuple[Message, ...], raw: Any, sure: bool) -> int:
         """How many of the proposal's last messages are unread turns, read from the proposal alone
         (`unobserved.read_tail`: the caller's objects the guard holds or handed back tell observed messages
-        from the others). Where it cannot tell, `UnreadTurnsUnknownError` (`sure`), else 0."""
+        from the others). Where it cannot tell, `UnreadTurnsUnknownError` (`sure`), else 0. A loop is taken
+        as rebuilding its list only while the model has read all of the guard's context: one that observes
+        with a `boundary` before the end declares the messages after it its own working zone."""
         state = self._state
+        # a context observed with a boundary before its end has a working zone the caller rewrites as its own
+        consumed = state.context.boundary == len(state.context)
         known_items = self._caller_items(state.raw, len(state.context))
         objects = {id(item) for item in known_items if item is not None} | self._callers.objects()
         reading = read_tail(state.context.messages, objects, id(known_items[-1]) if known_items else None,
                             proposed, [None if item is None else id(item)
                                        for item in self._caller_items(raw, len(proposed))],
-                            format=self.bridge.format, rebuilds=self._callers.rebuilds)
+                            format=self.bridge.format, rebuilds=self._callers.rebuilds and consumed)
         if reading.unsure is not None and sure:
             raise UnreadTurnsUnknownError(
                 f"loop {self.loop_id}: no list the guard saw grew and current= was not given, so the turns "

@@ -20,8 +20,7 @@ def run_absorbing_loop(guard: ContextGuard, seed: int, done: Callable[[Report], 
     guard.observe(messages, boundary=1)
     rewriter = InstructionAbsorbingRewriter(0.6)
     for _ in range(cycles):
-        current = guard.messages  # the loop builds a new list each turn: it says what it has (current=)
-        report = guard.check(rewriter(current), kind="compact", current=current)
+        report = guard.check(rewriter(guard.messages), kind="compact")
         if done(report):
             return report
         guard.observe(guard.messages + [text.message("user", 3, 0.5)], boundary=1)
