@@ -188,10 +188,11 @@ def _clears_results(old: Message, new: Message) -> bool:
 def elides_only(change: Change) -> bool:
     """Whether `change` only elides: it removes messages, and each message it adds is a removed one with
     tool-result outputs cleared (no larger) and, at its end, plain elision markers (`elision_marker` with
-    no carried text), or such a marker alone. It writes nothing of its own, so it reworks no earlier
-    rewrite's output (record 003): no rewrite cycle. False for a change that removes nothing."""
+    no carried text), or such a marker alone, and what it keeps stays in order. It writes nothing of its
+    own, so it reworks no earlier rewrite's output (record 003): no rewrite cycle. False for a change
+    that removes nothing, and for a re-rank."""
     removed = change.removed_messages
-    if not removed:
+    if not removed or not change.kept_order_preserved:
         return False
     at = 0  # removed and added are in order: an elided message follows the one it elides
     for new in change.added_messages:

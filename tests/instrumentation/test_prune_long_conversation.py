@@ -225,6 +225,7 @@ def test_a_change_elides_only_when_it_writes_nothing_of_its_own():
     assert not elides(Message("user", [*question.parts, *carrying.parts]), before.messages[1], *tail)
     assert not elides(*head, call, Message("user", [ToolResult("t1", "ok 45 units, all counted")]), *tail)
     assert not elides(*before.messages, Message("user", [TextPart("next")]))  # an append removes nothing
+    assert not elides(before.messages[0], before.messages[4], before.messages[1])  # a re-rank that also drops
 
 
 def test_a_loop_halted_for_contraction_still_elides_and_its_rewrites_stay_refused():
