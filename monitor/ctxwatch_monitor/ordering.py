@@ -418,6 +418,7 @@ class Sequencer:
                         f"went on: the loop follows the state that guard reports")
         _lead(order, (lone.episode, brought), now)
         order.candidates.update(_by_sequence((lone,)))
+        order.candidate_seen = now
 
 
 def _lead(order: LoopOrder, key: tuple[int, str | None], now: float) -> None:
