@@ -526,7 +526,8 @@ class ContextGuard:
             report.deferred_id = self.deferred.push(evaluation.base.context, queued or evaluation.change.after,
                                                     kind, tools)
         elif evaluation.halts_for_contraction and evaluation.verdict is not None:
-            self.halted_at = evaluation.verdict.cycle
+            if self.halted_at is None:  # the cycle it was halted at; later refused cycles still feed the detector
+                self.halted_at = evaluation.verdict.cycle
             self._advance_detector(evaluation)
         return self._checked(evaluation.base)
 
@@ -801,7 +802,8 @@ class ContextGuard:
                     findings.append(_contraction_finding(verdict))
             findings = decisions.apply_table(findings, enforcement)
             decision = decisions.decide(findings)
-        if self.halted_at is not None and is_cycle and (not measured or hidden is not None):
+        # a halted loop stays halted until new_episode(), whatever this cycle's verdict (the detector may recover)
+        if self.halted_at is not None and is_cycle and decision != "halt":
             findings.append(Finding("contraction", f"the loop was halted at cycle {self.halted_at} in the "
                                     "contraction regime; call guard.new_episode() after fixing the rewrite policy",
                                     action="halt"))

@@ -149,8 +149,9 @@ def is_applied_rewrite(kind: str, decision: str) -> bool:
 def feeds_detector(kind: str, decision: str, hash_distance: float | None) -> bool:
     """Whether a mutation was a cycle of the contraction detector: it carries the cycle's hash distance,
     which the guard computes only when it runs the contraction check (an applied rewrite, or the halt that
-    check decides). Appends, refused rewrites and opaque rewrites (`ctxwatch.cycles`: their loss is unknown,
-    the span carries ``ctxwatch.literals.hidden`` instead) carry none. The guard's telemetry counts the detector's
+    check decides). Appends, refused rewrites, elisions (`deferral.elides_only`: they write nothing of their
+    own) and opaque rewrites (`ctxwatch.cycles`: their loss is unknown, the span carries
+    ``ctxwatch.literals.hidden`` instead) carry none. The guard's telemetry counts the detector's
     cycles with this rule (``ctxwatch.contraction.cycle``) and the monitor feeds its detector with it."""
     return hash_distance is not None and kind != "append" and decision in ("patch", "halt")
 

@@ -17,9 +17,20 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ctxwatch import ContextGuard, PassCapReachedError, PolicyMutationError, semconv
+from ctxwatch import (
+    ContextGuard,
+    Message,
+    PassCapReachedError,
+    PolicyMutationError,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    semconv,
+)
 from ctxwatch.adapters import to_messages
 from ctxwatch.deferral import ELISION_PREFIX
+from ctxwatch.errors import ContractionRegimeError
+from ctxwatch.simulate.loops import converging_loop
 from ctxwatch.telemetry import MutationTelemetry
 from ctxwatch.validity import provider_problems
 
@@ -323,3 +334,32 @@ def test_a_message_repeated_in_the_context_and_dropped_once_is_removed_once():
                             "compact")
     assert len(change.before.messages) - len(change.removed) + len(change.added) == len(change.after)
     assert [i for i, _ in change.removed] == [1] and [i for i, _ in change.added] == [3]
+
+
+def test_a_halted_loop_stays_halted_when_its_detector_recovers() -> None:
+    """A halt lasts until new_episode(): a later summary that keeps every literal (the detector leaves the
+    regime on it) is still refused with decision halt, and the loop keeps the cycle it was halted at."""
+    guard = ContextGuard("halted-recovers")
+    try:
+        for cycle in converging_loop(0).cycles:
+            guard.observe(list(cycle.pre), boundary=1)
+            guard.apply(list(cycle.post), kind="compact")
+    except ContractionRegimeError:
+        pass
+    halted_at = guard.halted_at
+    assert halted_at is not None
+    messages = list(guard.messages)
+    decisions, states = [], []
+    for n in range(12):
+        for k in range(6):
+            sku, call = f"SKU-{n:03d}{k:02d}", f"x{n}_{k}"
+            messages += [Message("assistant", [ToolCall(call, "lookup", json.dumps({"sku": sku}))]),
+                         Message("tool", [ToolResult(call, "ok")]), Message("assistant", [TextPart(f"Checked {sku}.")])]
+        guard.observe(messages, boundary=1)
+        kept = ", ".join(sorted(guard._state.literal_counts))
+        report, _ = guard.resolve([messages[0], Message("user", [TextPart(f"Summary {n}: checked {kept}")])],
+                                  kind="compact", current=messages)
+        decisions.append(report.decision)
+        states.append(report.contraction_state)
+    assert "healthy" in states  # the detector left the regime on summaries that keep every literal
+    assert set(decisions) == {"halt"} and guard.halted_at == halted_at

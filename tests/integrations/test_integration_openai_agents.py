@@ -21,6 +21,7 @@ from openai import AsyncOpenAI  # noqa: E402
 
 from ctxwatch import ContextGuard, OrphanedToolPairError, semconv  # noqa: E402
 from ctxwatch.integrations.openai_agents import GuardedSession  # noqa: E402
+from responses_orders import compaction, turns  # noqa: E402
 
 set_tracing_disabled(True)  # the SDK's own trace export would try the network
 
@@ -191,3 +192,42 @@ def test_replacing_the_history_with_its_tool_outputs_cleared_is_applied_under_th
     assert replaced and after == cleared
     assert capture.summary() == [("ctxwatch prune", "patch")]
     assert capture.spans()[0].attributes[semconv.DEFERRAL_RESOLUTION] == "in_place"
+
+
+def test_clearing_a_session_with_a_rewrite_queued_clears_it() -> None:
+    """A rewrite of consumed items is queued for the next session boundary; clear_session() is one, so it
+    applies the queued rewrite first and then clears the store (it raised ValueError: the history it passed
+    as current= no longer started with the guard's context)."""
+    items = [{"role": "user", "content": "Where is A1?"},
+             {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": '{"order":"A1"}'},
+             {"type": "function_call_output", "call_id": "call_1", "output": "shipped, tracking TRK-1001"},
+             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "A1 shipped."}]},
+             {"role": "user", "content": "And B2?"},
+             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "B2 is pending."}]}]
+    guard = ContextGuard("oa-clear-queued")
+    session = GuardedSession(SQLiteSession("clear-queued"), guard)
+
+    async def run() -> list:
+        await session.add_items(items)
+        summary = [{"role": "user", "content": "Summary: A1 shipped, TRK-1001."}, *items[4:]]
+        assert not await session.replace_items(summary, kind="rewrite")  # consumed history: queued, not applied
+        assert len(guard.deferred) == 1
+        await session.clear_session()
+        return await session.get_items()
+
+    assert asyncio.run(run()) == []
+
+
+def test_replacing_the_history_by_a_provider_compaction_stores_it_and_says_so() -> None:
+    """An opaque compaction applied as the provider made it is an edit that stands: replace_items stores
+    the proposal once and returns True (it returned False, as for a refusal, after storing it anyway)."""
+    items = turns(range(10))
+    compacted = [i for i in items if i.get("role") == "user"] + [compaction(1)]
+    session = GuardedSession(SQLiteSession("opaque-replace"), ContextGuard("oa-opaque-replace"))
+
+    async def run() -> tuple[bool, list]:
+        await session.add_items(items)
+        return await session.replace_items(compacted, kind="compact"), await session.get_items()
+
+    replaced, stored = asyncio.run(run())
+    assert replaced and stored == compacted

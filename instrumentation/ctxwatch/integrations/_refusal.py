@@ -22,9 +22,11 @@ from ..report import Report
 
 def settle(guard: ContextGuard, proposal: Any, **options: Any) -> tuple[Report, Any | None]:
     """Check an edit the framework made: ``(report, kept)`` where `kept` is None when the edit stands
-    (patch), else the context to use instead, in the caller's format (see `ContextGuard.resolve`)."""
+    (patch, in place or as the provider made it), else the context to use instead, in the caller's
+    format (see `ContextGuard.resolve`)."""
     report, context = guard.resolve(proposal, **options)
-    edit_stands = report.shadow or (report.decision == "patch" and report.resolution in (None, "in_place"))
+    edit_stands = report.shadow or (report.decision == "patch"
+                                    and report.resolution in (None, "in_place", "provider_compaction"))
     return report, None if edit_stands else context
 
 

@@ -114,8 +114,8 @@ class GuardedSession(SessionABC):
     async def clear_session(self, wrapper: Any = None) -> None:
         async with self._lock:
             view = await self._known(wrapper)
-            self.guard.session_boundary()
-            if await self._refused([], "prune", view, wrapper, view):
+            self.guard.session_boundary()  # applies a queued rewrite: the guard's context is no longer `view`
+            if await self._refused([], "prune", view, wrapper, None):
                 return
             await _call(self.inner.clear_session, wrapper=wrapper)
             self._view = []
@@ -158,10 +158,11 @@ class GuardedSession(SessionABC):
         return run_compaction
 
     async def _refused(self, proposed: list[Any], kind: str, stored: list[Any], wrapper: Any,
-                       known: list[Any]) -> bool:
+                       known: list[Any] | None) -> bool:
         """Check `proposed`; on a refusal put the guard's context in the store (if `stored` differs
         from it) and raise or report. True when refused. `known`: the history the guard last saw, which
-        is all the store held before the edit (given as ``current=``: nothing was appended since)."""
+        is all the store held before the edit (given as ``current=``: nothing was appended since); None
+        right after a session boundary, where the guard's context is its own (a queued rewrite applied)."""
         report, kept = settle(self.guard, proposed, kind=kind, current=known)
         if kept is None:
             return False
