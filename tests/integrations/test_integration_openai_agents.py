@@ -18,10 +18,10 @@ from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disa
 from agents.memory import OpenAIResponsesCompactionSession  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
+from responses_orders import compaction, turns  # noqa: E402
 
 from ctxwatch import ContextGuard, OrphanedToolPairError, semconv  # noqa: E402
 from ctxwatch.integrations.openai_agents import GuardedSession  # noqa: E402
-from responses_orders import compaction, turns  # noqa: E402
 
 set_tracing_disabled(True)  # the SDK's own trace export would try the network
 
