@@ -23,7 +23,6 @@ from .errors import (
     OrphanedToolPairError,
     PassCapReachedError,
     PolicyMutationError,
-    UnreadTurnsUnknownError,
 )
 from .fingerprint import Fingerprinter, distance
 from .guard import ContextGuard
@@ -44,5 +43,5 @@ __all__ = [
     "NonMonotonicRewriteError", "OpaquePart", "OrphanedToolPairError", "out_of_band", "PassCapReachedError",
     "PlanStep", "GuardConfig", "ProviderCache",
     "PolicyMutationError", "Report", "strip_directives", "TextPart", "ToolCall", "ToolResult", "ToolSchema",
-    "UnreadTurnsUnknownError", "verify_jsonl",
+    "verify_jsonl",
 ]

@@ -79,9 +79,3 @@ class InvalidContextError(ValueError):
         self.index = index
         self.field = field
         self.source = source
-
-
-class UnreadTurnsUnknownError(ValueError):
-    """A rewrite was proposed by a caller that builds a new list each turn without naming what it appended
-    since observe() (`current=`), and the proposal leaves the guard unable to tell which of its messages
-    are those unread turns. Nothing was checked or changed: pass current=, or extend the observed list."""

@@ -51,7 +51,7 @@ from .deferral import (
 )
 from .diff import Change
 from .directives import DEFAULT_MARKERS
-from .errors import InvalidContextError, UnreadTurnsUnknownError
+from .errors import InvalidContextError
 from .evaluation import Evaluation, size_after
 from .fingerprint import Fingerprinter
 from .formats import FormatBridge, copy_shape, extended, tail_items
@@ -455,7 +455,7 @@ class ContextGuard:
             raise ValueError(f"kind must be one of {', '.join(MUTATION_KINDS)}; got {kind!r}")
         deferral = self.config.deferral if deferral is None else check_deferral(deferral)
         shadow = self.config.shadow if shadow is None else shadow
-        base = self._with_unobserved_tail(proposed, raw, appended, sure=not adopt)
+        base = self._with_unobserved_tail(proposed, raw, appended, warn=not adopt)
         change = Change.between(base.context, proposed, kind or "rewrite", base.digests)
         if tools is not None and not self.registry.changes(tools):
             tools = None  # the same tool list sent again (runtimes send it with every request): no change
@@ -532,14 +532,14 @@ class ContextGuard:
         return self._checked(evaluation.base)
 
     def _with_unobserved_tail(self, proposed: tuple[Message, ...], raw: Any, appended: list[Any] | None = None,
-                              *, sure: bool = True) -> ConsumedState:
+                              *, warn: bool = True) -> ConsumedState:
         """The state to evaluate against: the guard's, plus the turns the caller appended since the guard
         last saw its context, as if they had been observed (`unobserved` counts them, and the proposal must
         end with them verbatim: `check_unread_tail`). They are `appended` when the caller named them
         (`current`), else the items after the known ones in the list the caller extended (`CallerLists`:
         by position, duplicates and all). When the caller named none and no list the guard saw grew (a
         caller that builds a new list without `current`), they are read from the proposal (`_read_tail`),
-        which raises when it cannot tell unless `sure` is False (a context sent as it is: then none).
+        which takes none when it cannot tell, with a warning unless `warn` is False (a context sent as it is).
         The guard's own state is never modified here."""
         state = self._state
         items = appended if appended is not None else self._callers.appended()
@@ -551,13 +551,13 @@ class ContextGuard:
             return self._grown(state, items) or state
         if appended is not None:
             return state  # the caller said what it appended: nothing (or nothing the guard can read)
-        count = self._read_tail(proposed, raw, sure)
+        count = self._read_tail(proposed, raw, warn)
         return (self._grown(state, tail_items(raw, count)) if count else None) or state
 
-    def _read_tail(self, proposed: tuple[Message, ...], raw: Any, sure: bool) -> int:
+    def _read_tail(self, proposed: tuple[Message, ...], raw: Any, warn: bool) -> int:
         """How many of the proposal's last messages are unread turns, read from the proposal alone
         (`unobserved.read_tail`: the caller's objects the guard holds or handed back tell observed messages
-        from the others). Where it cannot tell, `UnreadTurnsUnknownError` (`sure`), else 0. A loop is taken
+        from the others). Where it cannot tell: 0, with a warning naming current= (`warn`). A loop is taken
         as rebuilding its list only while the model has read all of the guard's context: one that observes
         with a `boundary` before the end declares the messages after it its own working zone."""
         state = self._state
@@ -569,12 +569,11 @@ class ContextGuard:
                             proposed, [None if item is None else id(item)
                                        for item in self._caller_items(raw, len(proposed))],
                             format=self.bridge.format, rebuilds=self._callers.rebuilds and consumed)
-        if reading.unsure is not None and sure:
-            raise UnreadTurnsUnknownError(
-                f"loop {self.loop_id}: no list the guard saw grew and current= was not given, so the turns "
-                f"appended since the last observe() are read from the proposal, and it cannot tell which they "
-                f"are ({reading.unsure}); pass current=<your list before the rewrite>, or extend the list you "
-                "observed in place")
+        if reading.unsure is not None and warn:  # taken as the rewrite's own, as documented; said once a rewrite
+            log.warning("ctxwatch: loop %s: no list the guard saw grew and current= was not given, and the "
+                        "proposal does not tell which of its messages were appended since the last observe() "
+                        "(%s); they are taken as the rewrite's own. Pass current=<your list before the rewrite>, "
+                        "or extend the list you observed in place", self.loop_id, reading.unsure)
         return reading.count
 
     @staticmethod

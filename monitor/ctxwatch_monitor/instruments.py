@@ -302,7 +302,8 @@ class Instruments:
             if not isinstance(counter, Counter):
                 raise TypeError(f"{slot[0]} is not a counter")
             counter.inc(keys.get(slot) or self._new_key(keys, base, slot), amount)
-        figures = ((r.pass_number, r.d, r.lost, r.before, r.tokens_before) for r in records)
+        figures = ((r.pass_number, r.d, r.lost if r.hidden is None else None, r.before, r.tokens_before)
+                   for r in records)  # an opaque rewrite's loss is unknown: no r_t
         for spec, values in fleet_rule.observations(kind, decision, figures):
             histogram = self._fleet[spec.name].family
             if not isinstance(histogram, Histogram):

@@ -13,6 +13,7 @@ from responses_orders import compaction, turns, user
 from ctxwatch import ContextGuard, semconv
 from ctxwatch.adapters import to_messages
 from ctxwatch.cycles import CycleMeter, hides_rewritten_content
+from ctxwatch.telemetry import fleet
 from ctxwatch_monitor.records import MutationRecord
 
 
@@ -109,3 +110,12 @@ def test_the_monitor_reads_an_opaque_rewrites_loss_rate_as_unknown_and_feeds_no_
     clear = MutationRecord({**span, semconv.LITERALS_HIDDEN: None, semconv.LITERALS_LOST: 3,
                             semconv.HASH_DISTANCE: 0.4}, 0)
     assert clear.loss_rate == 0.25 and clear.feeds_detector
+
+
+def test_an_opaque_rewrite_records_no_literal_loss_rate_on_the_fleet_histograms() -> None:
+    """The guard's metrics and the monitor's record r_t through one rule (`telemetry.fleet.observations`):
+    an unknown loss (None) is no observation, where a fake 0 would dilute the mean-loss alert."""
+    opaque_figures = list(fleet.observations("compact", "patch", [(1, None, None, 20, None)]))
+    readable_figures = dict(fleet.observations("compact", "patch", [(1, 0.4, 5, 20, None)]))
+    assert semconv.LITERAL_LOSS_RATE not in dict(opaque_figures)
+    assert readable_figures[semconv.LITERAL_LOSS_RATE] == [0.25]

@@ -63,16 +63,17 @@ def counts(decision: str, mutations: int, lost: int, orphans_tool_use: int, orph
         yield semconv.INVARIANT_WARNINGS, semconv.bounded_invariant(invariant), 1
 
 
-# one mutation's histogram figures: (pass number, hash distance d_t, literals lost, literals before,
-# the agent's tokens before it or None)
-RewriteFigures = tuple[int | None, float | None, int, int, int | None]
+# one mutation's histogram figures: (pass number, hash distance d_t, literals lost or None when unknown
+# (an opaque rewrite), literals before, the agent's tokens before it or None)
+RewriteFigures = tuple[int | None, float | None, int | None, int, int | None]
 
 
 def observations(kind: str, decision: str, figures: Iterable[RewriteFigures]
                  ) -> Iterator[tuple[semconv.MetricSpec, list[float]]]:
     """(histogram, values) for every rewrite histogram that mutations of one kind and decision are
-    recorded on: applied rewrites only (`figures` is not read otherwise), r_t only with literals, tokens
-    before only when the agent recorded them."""
+    recorded on: applied rewrites only (`figures` is not read otherwise), r_t only with literals and a
+    known loss (None: an opaque rewrite, whose loss is unknown), tokens before only when the agent
+    recorded them."""
     if not semconv.is_applied_rewrite(kind, decision):
         return
     passes: list[float] = []
@@ -84,7 +85,7 @@ def observations(kind: str, decision: str, figures: Iterable[RewriteFigures]
             passes.append(pass_number)
         if hash_distance is not None:
             distances.append(hash_distance)
-        if literals_before:
+        if literals_before and lost is not None:
             loss_rates.append(lost / literals_before)
         if tokens_before is not None:
             tokens.append(tokens_before)

@@ -76,8 +76,8 @@ class Instruments:
                                                 report.orphans_tool_result, violations, warnings):
             key, labels = self._label_set(spec, vector if extra is None else (*base, extra))
             self.by_name[spec.name].add(amount, labels, key)
-        figures = ((report.pass_number, report.hash_distance, report.literals_lost, report.literals_before,
-                    report.tokens_before),)
+        lost = report.literals_lost if report.literals_hidden is None else None  # an opaque rewrite: unknown
+        figures = ((report.pass_number, report.hash_distance, lost, report.literals_before, report.tokens_before),)
         for spec, (value,) in fleet.observations(kind, decision, figures):
             self.by_name[spec.name].record(value, self._label_set(spec, vector)[1])
 
