@@ -12,13 +12,14 @@ are no cycle; r_t counts downstream literals), so the tables describe what a use
    folding the oldest 60% without its literals every few cycles, and docs/guard.md's own loops run long
    in one conversation with 1-3 tool calls a step (ctxwatch.simulate.docsloop), also with tools whose
    results do not echo their input (1-4 calls a step; review F2); plus, for information,
-   sentinel-drift and re-ranking loops.
+   sentinel-drift and re-ranking loops. 2b: every healthy family run long; 2c: the quiet-tool docs loops on
+   held-out seeds (HELD_OUT_HEALTHY), also fed without a count's chance spread.
 3. Every real session in the corpus, audited as `ctxwatch replay` does (every recorded mutation is
    one rewrite cycle): per cycle d, r, the three conditions and the margin to the evidence
    condition; the verdict with its reason; and the verdict when the session is extended by
    repeating its last cycle five more times.
-4. Sweeps of `converge_max`, `fall_ratio`, `contract_ratio`, `carried_min`, `step_ratio`, `contract_noise`
-   and `shrink_min`, one at a time: onsets caught, false alarms, and the real sessions' evidence cycles
+4. Sweeps of `converge_max`, `fall_ratio`, `contract_ratio`, `carried_min`, `step_ratio`, `contract_noise`,
+   `confirm_noise` and `shrink_min`, one at a time: onsets caught, false alarms, and the real sessions' evidence cycles
    and smallest margin.
 5. The targets of issue 14, each MET or MISS.
 
@@ -26,7 +27,8 @@ Each loop is measured once (`ctxwatch.cycles.CycleMeter.cycle`, the guard's meas
 configuration's detector is then fed the same figures.
 
     .venv/bin/python bench/calibrate_alarm.py [--loops 120] [--healthy 60] [--long-loops 10] [--corpus DIR]
-        [--first-seed 0] [--held-out 9000,13000,...] [--long-runs 2] [--long-cycles 2000] [--cache FILE]
+        [--first-seed 0] [--held-out 9000,13000,...] [--held-out-healthy 51000,...] [--long-runs 2]
+        [--long-cycles 2000] [--cache FILE]
 """
 
 from __future__ import annotations
@@ -178,8 +180,13 @@ def onset_table(contracting: dict[str, list[Measured]], targets: Targets) -> Non
 
 
 # contracting seeds besides the design sets (0-119, 5000-5199): 9000-60000 were looked at while `carried_min` and
-# `fall_ratio` were chosen, 70000-90000 only after (docs/alarm.md, "The step's own spread")
-HELD_OUT = (9000, 13000, 21000, 30000, 40000, 50000, 60000, 70000, 80000, 90000)
+# `fall_ratio` were chosen, 70000-90000 only after (docs/alarm.md, "The step's own spread"); 9000-90000 were looked at
+# while `confirm_noise` was chosen, 100000-120000 only after (docs/alarm.md, "A dip is not a step")
+HELD_OUT = (9000, 13000, 21000, 30000, 40000, 50000, 60000, 70000, 80000, 90000, 100000, 110000, 120000)
+# healthy seeds of the quiet-tool docs loops besides the design set (1000-): 51000 alarmed 2 of them before the entry
+# run had to compound (and 41000 was looked at too); 52000-54000 were fixed before they were measured
+HELD_OUT_HEALTHY = (51000, 52000, 53000, 54000)
+QUIET_DOCS_FAMILIES = {family: make for family, make in DOCS_LOOP_FAMILIES.items() if "quiet tools" in family}
 
 
 def _onset_counts(loops: list[Measured]) -> tuple[int, int, int, list[int]]:
@@ -204,8 +211,11 @@ def held_out_table(ranges: tuple[int, ...], n: int, targets: Targets) -> None:
                           f"none before it ({early})", within >= 0.95 * n and early == 0)
 
 
-# a detector without a count's chance spread enters the quiet-tool loops falsely (review F2): what leaving looks like
-FORCED = DetectorConfig(contract_noise=0.0, step_noise=0.0)
+# a detector without a count's chance spread, whose entry runs need not compound, enters the quiet-tool loops falsely
+# (review F2): what leaving looks like
+FORCED = DetectorConfig(contract_noise=0.0, step_noise=0.0, confirm_noise=0.0)
+# no count's chance spread, the entry run compounding as by default: how much room the compounding alone leaves
+SPREAD_OFF = DetectorConfig(contract_noise=0.0, step_noise=0.0)
 REGIME_CYCLES = 40  # contracting loops run this long to show that a loop converging on a fixed point never leaves
 RECOVERY_ROOM = 50  # a false entry with this many cycles after it must have left the regime by then
 
@@ -214,7 +224,8 @@ def leaving_table(n: int, first: int, healthy: dict[str, list[Measured]], target
     """Contracting loops run `REGIME_CYCLES` cycles (none may leave once entered), and the docs loops fed to a
     detector that enters them falsely (`FORCED`: every false entry must leave)."""
     print(f"\n## 1d. Leaving the regime: {n} contracting loops per family run {REGIME_CYCLES} cycles (defaults); "
-          f"docs/guard.md's long loops with no chance spread (contract_noise=0, step_noise=0: false entries)")
+          f"docs/guard.md's long loops with no chance spread and no compounding (contract_noise=0, step_noise=0, "
+          f"confirm_noise=0: false entries)")
     print("| loops | entered | left | still in the regime at the end | cycles in the regime before leaving "
           "(min / median / max) |")
     print("|---|---|---|---|---|")
@@ -307,6 +318,26 @@ def false_alarm_table(healthy: dict[str, list[Measured]], targets: Targets) -> N
               f"{_median([v.r for v in verdicts])} | {_margin(min(margins, default=None))} |")
         if label in healthy:
             targets.check(f"{label}: no false alarm ({alarms[0]}/{count})", alarms[0] == 0)
+
+
+def held_out_healthy_table(ranges: tuple[int, ...], n: int, targets: Targets) -> None:
+    """The quiet-tool docs loops (review F2's shape, the one that alarmed out of sample) on seeds the defaults were not
+    chosen on, `n` loops per family from each first seed; also fed without a count's chance spread (`SPREAD_OFF`)."""
+    print(f"\n## 2c. Healthy out of sample: docs/guard.md's loops with quiet tools, {n} loops per family from each "
+          f"first seed (150 compactions each)")
+    print("| seeds | family | rewrite cycles | alarms | evidence cycles | smallest margin "
+          "| alarms without a chance spread (contract_noise=0, step_noise=0) |")
+    print("|---|---|---|---|---|---|---|")
+    for first in ranges:
+        for family, make in QUIET_DOCS_FAMILIES.items():
+            loops = [measured(family, seed, make) for seed in range(first, first + n)]
+            verdicts = [v for lp in loops for _, v in lp.verdicts(CONFIGS["default"])]
+            alarms = sum(lp.entered_at(CONFIGS["default"]) is not None for lp in loops)
+            spread_off = sum(lp.entered_at(SPREAD_OFF) is not None for lp in loops)
+            margins = [v.margin for v in verdicts if v.margin is not None]
+            print(f"| {first}-{first + n - 1} | {family} | {len(verdicts)} | {alarms}/{n} | "
+                  f"{sum(v.evidence for v in verdicts)} | {_margin(min(margins, default=None))} | {spread_off}/{n} |")
+            targets.check(f"{family}, seeds {first}-{first + n - 1}: no false alarm ({alarms}/{n})", alarms == 0)
 
 
 def long_table(n: int, first: int, cycles: int, targets: Targets) -> None:
@@ -434,7 +465,7 @@ def corpus_table(corpus: Path, targets: Targets) -> list[Figures]:
 SWEEP = {"converge_max": (0.55, 0.6, 0.62, 0.65, 0.7), "fall_ratio": (0.6, 0.7, 0.8, 0.9, 1.0),
          "contract_ratio": (0.3, 0.4, 0.5, 0.6, 0.7), "carried_min": (0.5, 0.6, 0.65, 0.7, 0.8, 0.9),
          "step_ratio": (0.0, 0.8, 0.85, 0.9, 0.95, 1.0), "contract_noise": (0.0, 1.5, 2.0, 2.25, 2.5, 3.0),
-         "step_noise": (0.0, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5),
+         "step_noise": (0.0, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5), "confirm_noise": (0.0, 0.5, 1.0, 1.25, 1.5, 2.0),
          "shrink_min": (0.2, 0.3, 0.4, 0.5, 1.0)}
 
 
@@ -476,6 +507,9 @@ def main() -> None:
     parser.add_argument("--held-out", default=",".join(map(str, HELD_OUT)),
                         help="first seeds of the out-of-sample onset ranges, comma-separated ('' for none)")
     parser.add_argument("--held-out-loops", type=int, default=200, help="contracting loops per family and range")
+    parser.add_argument("--held-out-healthy", default=",".join(map(str, HELD_OUT_HEALTHY)),
+                        help="first seeds of the out-of-sample quiet-tool docs loop ranges (comma-separated, '' none)")
+    parser.add_argument("--held-out-healthy-loops", type=int, default=20, help="loops per quiet-tool family and range")
     parser.add_argument("--long-runs", type=int, default=2, help="long runs per healthy family (0 for none)")
     parser.add_argument("--long-cycles", type=int, default=2000, help="rewrite cycles of each long run")
     parser.add_argument("--long-first", type=int, default=71000, help="first seed of the long runs")
@@ -487,7 +521,7 @@ def main() -> None:
           f"exit_cycles={cfg.exit_cycles}, window={cfg.window}, converge_max={cfg.converge_max}, "
           f"rise_max={cfg.rise_max}, fall_ratio={cfg.fall_ratio}, contract_ratio={cfg.contract_ratio}, "
           f"carried_min={cfg.carried_min}, step_ratio={cfg.step_ratio}, contract_noise={cfg.contract_noise}, "
-          f"step_noise={cfg.step_noise}, recover_ratio={cfg.recover_ratio}, "
+          f"step_noise={cfg.step_noise}, recover_ratio={cfg.recover_ratio}, confirm_noise={cfg.confirm_noise}, "
           f"shrink_min={cfg.shrink_min}, "
           f"min_literals={cfg.min_literals}, min_lost={cfg.min_lost}, "
           f"exit_margin={cfg.exit_margin}")
@@ -502,6 +536,9 @@ def main() -> None:
         held_out_table(tuple(int(x) for x in args.held_out.split(",")), args.held_out_loops, targets)
     leaving_table(args.loops, args.first_seed, healthy, targets)
     false_alarm_table(healthy, targets)
+    if args.held_out_healthy:
+        held_out_healthy_table(tuple(int(x) for x in args.held_out_healthy.split(",")), args.held_out_healthy_loops,
+                               targets)
     if args.long_runs:
         long_table(args.long_runs, args.long_first, args.long_cycles, targets)
     sessions = corpus_table(args.corpus, targets)

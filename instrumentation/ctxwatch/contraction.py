@@ -57,7 +57,14 @@ gives d up to 0.5 with nothing new in Q_t, hence the net distance (docs/alarm.md
 The state machine has hysteresis both ways: `enter_cycles` evidence cycles with no clear cycle
 between them, within `window` cycles of the first, move it from ``healthy`` to ``contracting``
 (the onset recorded is the first evidence cycle of that run, and the *level*, the median K of the window
-before it, is kept), and `exit_cycles` consecutive *clear* cycles move it back, where a clear cycle loses
+before it, is kept). The run must *compound* (`confirm_noise`): a later evidence cycle counts only when d falls
+or it keeps fewer downstream literals than the run's last counted cycle did, by a chance spread (√ of that count),
+or at most one is left; a cycle keeping more than that by a spread ends the run (a *rebound*). Why (issue 14, held-out
+quiet-tool loops): the kept literals are judged against the window's median, and a dip is judged twice — the cycle
+after a dip re-processes the dipped buffer (few literals carried, a few fresh ones), so it keeps few again against
+the same pre-dip median: one chance event made two evidence cycles. A loop collapsing onto a fixed point keeps fewer
+again at each step (or is at nothing), and never gets its literals back; a tool loop whose fresh literals vary gets
+them back within a cycle or two. `exit_cycles` consecutive *clear* cycles move it back, where a clear cycle loses
 no literal or changes the buffer clearly more than it loses (``d'_t ≥ r_t + exit_margin``) or, in the
 regime, keeps its literals back at their level, ``K_t ≥ max(recover_ratio × level, 1)`` (*recovered*: a
 loop at a fixed point keeps ever fewer of the literals that matter; one keeping as many as before it entered
@@ -81,7 +88,7 @@ from typing import Any, Literal
 
 State = Literal["healthy", "contracting"]
 STATES: tuple[str, ...] = ("healthy", "contracting")
-_STATE_VERSION = 4
+_STATE_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,12 @@ class DetectorConfig:
     exit_margin: a cycle is clear when it loses nothing or ``d'_t >= r_t + exit_margin``.
     recover_ratio: in the regime a cycle is also clear when it keeps at least this share of the level its kept
         literals had before the entry run (the window's median then; at least one literal).
+    confirm_noise: an entry run compounds: after its first evidence cycle, an evidence cycle counts towards entry
+        only when d falls (its own, independent trend) or it keeps at least this many chance spreads fewer downstream
+        literals than the run's last counted one did (``floor − K_t ≥ confirm_noise × √floor``) or at most one is
+        left; a cycle keeping more than
+        ``floor + confirm_noise × √floor`` ends the run (a rebound: a dip, not a fixed point). 0: any cycle
+        keeping no more confirms, any keeping more ends it.
     """
 
     enter_cycles: int = 2
@@ -127,6 +140,7 @@ class DetectorConfig:
     step_ratio: float = 0.85
     step_noise: float = 1.5
     recover_ratio: float = 0.75
+    confirm_noise: float = 1.0
     shrink_min: float = 0.4
     min_literals: int = 1
     min_lost: int = 1
@@ -140,7 +154,7 @@ class DetectorConfig:
         for name, low, high in (("converge_max", 0.0, 1.0), ("rise_max", 0.0, 1.0),
                                 ("fall_ratio", 0.0, 1.0), ("contract_ratio", 0.0, 1.0),
                                 ("carried_min", 0.0, 1.0), ("step_ratio", 0.0, 1.0), ("contract_noise", 0.0, 10.0),
-                                ("step_noise", 0.0, 10.0), ("recover_ratio", 0.0, 1.0),
+                                ("step_noise", 0.0, 10.0), ("recover_ratio", 0.0, 1.0), ("confirm_noise", 0.0, 10.0),
                                 ("shrink_min", 0.0, 1.0), ("exit_margin", 0.0, 1.0)):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or not low <= value <= high:
@@ -202,6 +216,7 @@ class _State:
     sizes: tuple[int, ...] = ()  # the last post-rewrite size fed, if any (for the net distance)
     kept: tuple[int, ...] = ()  # downstream literals each recent cycle kept (literals before - lost)
     level: float | None = None  # median K before the entry run began (kept through the regime): recovery's level
+    floor: int | None = None  # K of the entry run's last counted evidence cycle: what its next one must fall below
 
 
 class ContractionDetector:
@@ -264,8 +279,8 @@ class ContractionDetector:
         fall_bound = cfg.fall_ratio * sum(trend) / len(trend) if trend else None  # on d as measured
         # d falling is judged on d as measured: the net distance is flat at 0 wherever the buffer shrinks enough
         # for cos(pi d / 2) / sqrt(s) to reach 1, and there the bound's net value is 0 too, whatever d does
-        shrinking = (bool(s.recent) and net <= min(cfg.converge_max, jump_bound)
-                     and (contracted or (fall_bound is not None and d <= fall_bound)))
+        falling = fall_bound is not None and d <= fall_bound
+        shrinking = bool(s.recent) and net <= min(cfg.converge_max, jump_bound) and (contracted or falling)
         losing = literals_lost >= cfg.min_lost and literals_before >= cfg.min_literals
         below = net < r
         evidence = shrinking and losing and below
@@ -276,26 +291,28 @@ class ContractionDetector:
         recovered = s.state == "contracting" and s.level is not None and kept >= max(cfg.recover_ratio * s.level, 1)
         clear = literals_lost == 0 or net >= r + cfg.exit_margin or recovered
         cycle = s.cycle + 1
-        state, streak, onset, run_start, level = s.state, s.streak, s.onset, s.run_start, s.level
+        state, streak, onset, run_start, level, floor = s.state, s.streak, s.onset, s.run_start, s.level, s.floor
         entered = left = False
         if state == "healthy":
-            if run_start is not None and cycle - run_start >= cfg.window:
-                streak, run_start, level = 0, None, None  # an entry run lasts `window` cycles: lone dips never add up
-            if evidence:
+            # an entry run lasts `window` cycles (lone dips never add up), and a rebound of the kept literals ends it
+            if run_start is not None and (cycle - run_start >= cfg.window
+                                          or (floor is not None and _rebounds(floor, kept, cfg.confirm_noise))):
+                streak, run_start, level, floor = 0, None, None, None
+            if evidence and (floor is None or falling or _compounds(floor, kept, cfg.confirm_noise)):
                 if run_start is None:  # the level the kept literals had before the run: what recovery returns to
                     level = statistics.median(s.kept) if s.kept else None
-                streak, run_start = streak + 1, run_start or cycle
+                streak, run_start, floor = streak + 1, run_start or cycle, kept
             elif clear:
-                streak, run_start, level = 0, None, None
+                streak, run_start, level, floor = 0, None, None, None
             if streak >= cfg.enter_cycles:
-                state, entered, onset, streak, run_start = "contracting", True, run_start, 0, None
+                state, entered, onset, streak, run_start, floor = "contracting", True, run_start, 0, None, None
         else:
             streak = streak + 1 if clear else 0
             if streak >= cfg.exit_cycles:
                 state, left, streak, level = "healthy", True, 0, None
         sizes = s.sizes if size_after is None else (size_after,)
         new = _State(state, cycle, streak, onset, (*s.recent, d)[-cfg.window:], s.lost_total + literals_lost,
-                     run_start, sizes, (*s.kept, kept)[-cfg.window:], level)
+                     run_start, sizes, (*s.kept, kept)[-cfg.window:], level, floor)
         verdict = CycleVerdict(cycle, state, d, r, literals_before, literals_lost, shrinking, losing, below,
                                streak, onset, entered, left, margin, not s.recent, size_after, contracted,
                                net, recovered)
@@ -307,14 +324,14 @@ class ContractionDetector:
         s = self._s
         return {"v": _STATE_VERSION, "state": s.state, "cycle": s.cycle, "streak": s.streak, "onset": s.onset,
                 "recent": list(s.recent), "lost_total": s.lost_total, "run_start": s.run_start,
-                "sizes": list(s.sizes), "kept": list(s.kept), "level": s.level}
+                "sizes": list(s.sizes), "kept": list(s.kept), "level": s.level, "floor": s.floor}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], config: DetectorConfig | None = None) -> ContractionDetector:
         """Rebuild a detector from `to_dict` output; a malformed dict raises ValueError naming the field."""
         if not isinstance(data, dict):
             raise ValueError(f"detector state must be a dict, got {type(data).__name__}")
-        if data.get("v") not in (1, 2, 3, _STATE_VERSION):
+        if data.get("v") not in (1, 2, 3, 4, _STATE_VERSION):
             raise ValueError(f"detector state field 'v': unsupported version {data.get('v')!r}")
         det = cls(config)
         state = data.get("state")
@@ -327,6 +344,9 @@ class ContractionDetector:
                 raise ValueError(f"detector state field {name!r}: expected an integer >= 0, got {value!r}")
             ints[name] = value
         onset, run_start = data.get("onset"), data.get("run_start")
+        floor = data.get("floor")  # absent before version 5: a run under way then confirms on any evidence cycle
+        if floor is not None and (isinstance(floor, bool) or not isinstance(floor, int) or floor < 0):
+            raise ValueError(f"detector state field 'floor': expected null or an integer >= 0, got {floor!r}")
         for name, value in (("onset", onset), ("run_start", run_start)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"detector state field {name!r}: expected null or an integer >= 1, got {value!r}")
@@ -349,7 +369,8 @@ class ContractionDetector:
         window = det.config.window
         # version 2 kept d' in `recent` (d where the buffer did not shrink): read as d, a little stricter
         det._s = _State(state, ints["cycle"], ints["streak"], onset, tuple(float(x) for x in recent[-window:]),
-                        ints["lost_total"], run_start, tuple(sizes[-1:]), tuple(counts[-window:]), level)
+                        ints["lost_total"], run_start, tuple(sizes[-1:]), tuple(counts[-window:]), level,
+                        floor if run_start is not None else None)
         return det
 
     def __repr__(self) -> str:
@@ -397,6 +418,19 @@ def _margin(net: float, d: float, alike_bound: float, fall_bound: float | None, 
     if not judged:
         return None
     return net - alike_bound if fall_bound is None else max(net - alike_bound, d - fall_bound)
+
+
+def _compounds(floor: int, kept: int, spreads: float) -> bool:
+    """Whether a later evidence cycle of an entry run confirms it: it keeps fewer downstream literals than the run's
+    last counted cycle (`floor`) by `spreads` chance spreads, or at most one is left (a count that small cannot
+    fall beyond its spread any more: the loop keeps next to nothing, a fixed point)."""
+    return kept <= 1 or _beyond_noise(floor, kept, spreads)
+
+
+def _rebounds(floor: int, kept: int, spreads: float) -> bool:
+    """Whether a cycle of an entry run keeps more than `floor` by more than `spreads` chance spreads: the kept
+    literals came back (a dip of a loop whose fresh literals vary, not a step towards a fixed point)."""
+    return kept - floor > spreads * math.sqrt(floor)
 
 
 def _beyond_noise(reference: float, kept: int, spreads: float) -> bool:

@@ -4,7 +4,8 @@ default, never halt although their post-rewrite buffers swing by +-25% from cycl
 summary-of-summary chain that converges on a fixed text still halts the same guard. The same loops with
 tools whose results do not echo their input ("ok", "[]", "toolu_…: 45 units"; review F2) never halt
 either: what a summary of results drops there is the tool inputs' SKUs, a handful of fresh literals
-every cycle, whose count moves by chance."""
+every cycle, whose count moves by chance, and dips now and then (issue 14: a dip is no step towards a fixed
+point, the kept literals come back); an absorbing loop still halts it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ctxwatch.errors import ContractionRegimeError
 from ctxwatch.guard import ContextGuard
 from ctxwatch.model import ToolResult
 from ctxwatch.simulate.docsloop import docs_loop
-from ctxwatch.simulate.loops import converging_loop
+from ctxwatch.simulate.loops import absorption_loop, converging_loop
 from ctxwatch.simulate.meter import judge
 from ctxwatch.validity import provider_problems
 
@@ -50,15 +51,35 @@ def test_a_loop_whose_tools_do_not_echo_their_input_runs_a_thousand_tasks_throug
     assert outputs and not any("SKU-" in text for text in outputs)  # no tool result names its input
 
 
+@pytest.mark.parametrize("results", ["status", "prose"])
+def test_a_quiet_tool_anthropic_docs_loop_whose_kept_literals_dip_twice_never_halts_the_default_guard(results):
+    """Issue 14, held out (seed 51017): the kept SKUs go 20 -> 8 -> 14 -> 3 -> 4 over the first compactions, two
+    evidence cycles within the window, and the rule before the entry run had to compound halted this loop at its
+    fourth compaction. The kept literals came back between the dips (a rebound), and the second dip's next cycle
+    keeps no fewer than the dip: no run compounds, for 150 compactions through a halting guard."""
+    loop = docs_loop(51017, "anthropic", results=results, compactions=150, halting=True)  # a halt would raise
+    verdicts = [j.verdict for j in judge((c.pre, c.post) for c in loop.cycles)]
+    assert len(verdicts) == 150 and all(v.state == "healthy" for v in verdicts)
+    kept = [v.literals_before - v.literals_lost for v in verdicts[:5]]
+    assert kept[1] < kept[0] / 2 and kept[2] > kept[1] and kept[3] < kept[1] and kept[4] >= kept[3]
+    assert [v.evidence for v in verdicts[1:4]] == [True, False, True]  # the two dips main's rule entered on
+    assert verdicts[2].streak == 0 and verdicts[3].streak == 1  # the rebound ended the first run
+
+
+@pytest.mark.parametrize("make", [converging_loop, absorption_loop])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_a_converging_summary_chain_still_halts_the_default_guard_within_two_cycles_of_its_onset(seed):
-    loop = converging_loop(seed)
-    guard = ContextGuard(f"converging-{seed}")
+def test_a_contracting_loop_still_halts_the_default_guard_within_two_cycles_of_its_onset(make, seed):
+    """The contraction halt, every other check at its default but the directive one (the absorbing rewrite writes its
+    instruction into the buffer, which that check aborts on by itself: it warns here, so the alarm decides)."""
+    loop = make(seed)
+    guard = ContextGuard(f"contracting-{seed}", enforce={"directive_colocation": "warn"})
+    at = None  # the loop cycle (appends included: the onset counts them) whose rewrite the guard refused
     with pytest.raises(ContractionRegimeError) as halted:
         for cycle in loop.cycles:
+            at = cycle.t
             guard.observe(list(cycle.pre), boundary=1)
             guard.apply(list(cycle.post), kind="compact")
-    assert loop.onset <= guard.detector.cycle <= loop.onset + 2, (guard.detector.cycle, loop.onset)
+    assert loop.onset <= at <= loop.onset + 2, (at, loop.onset)
     assert halted.value.report.decision == "halt"
 
 

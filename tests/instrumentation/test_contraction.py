@@ -59,10 +59,11 @@ def test_one_evidence_cycle_does_not_enter_and_two_do_with_the_onset_at_the_firs
 
 
 def test_an_ambiguous_cycle_holds_the_entry_run_and_a_clear_cycle_resets_it():
-    """d a few hundredths above r neither confirms nor refutes: the run waits; a calm cycle ends it."""
+    """d a few hundredths above converge_max, keeping no more literals, neither confirms nor refutes: the run waits;
+    a calm cycle ends it."""
     det = ContractionDetector()
-    v = _feed(det, PEAK, EVIDENCE, (0.62, 20, 12, 700), EVIDENCE)        # evidence, d=0.62 vs r=0.60, evidence
-    assert v[2].state == "healthy" and v[2].streak == 1
+    v = _feed(det, PEAK, EVIDENCE, (0.62, 12, 12, 700), EVIDENCE)        # evidence, d=0.62 keeping 0, evidence
+    assert v[2].state == "healthy" and not v[2].evidence and v[2].streak == 1
     assert v[3].entered and v[3].onset == 2
     det = ContractionDetector()
     v = _feed(det, PEAK, EVIDENCE, CALM, EVIDENCE)
@@ -254,19 +255,25 @@ def test_a_buffer_whose_size_swings_while_d_stays_flat_never_enters():
     assert any(v.d_net < 0.4 for v in verdicts)  # the dips are there, d as measured has no trend
 
 
-def test_a_state_persisted_before_version_4_loads_and_the_histories_round_trip():
+def test_a_state_persisted_before_version_5_loads_and_the_histories_round_trip():
     det = ContractionDetector()
     _feed(det, PEAK, EVIDENCE)
     data = det.to_dict()
-    assert data["v"] == 4 and data["sizes"] == [700] and data["kept"] == [24, 0] and data["recent"] == [0.6, 0.3]
+    assert data["v"] == 5 and data["sizes"] == [700] and data["kept"] == [24, 0] and data["recent"] == [0.6, 0.3]
     assert data["level"] == 24  # the kept literals' median before the entry run began
+    assert data["floor"] == 0  # what the entry run's last counted cycle kept
+    v4 = ContractionDetector.from_dict({k: v for k, v in data.items() if k != "floor"} | {"v": 4})
+    keeps_three = (0.3, 60, 57, 700)  # evidence (3 kept of the window's 12), but more than the run's last cycle kept
+    assert ContractionDetector.from_dict(data).update(*keeps_three).streak == 1  # the run rebounded; this one begins
+    assert v4.to_dict()["floor"] is None and v4.update(*keeps_three).entered  # no floor: any evidence confirms
     old = {k: v for k, v in data.items() if k not in ("sizes", "kept", "level")} | {"v": 2}
     again = ContractionDetector.from_dict(old)
     assert again.to_dict()["kept"] == [] and again.to_dict()["recent"] == data["recent"]
     assert ContractionDetector.from_dict(data).update(*EVIDENCE).entered
     v3 = ContractionDetector.from_dict({k: v for k, v in data.items() if k != "level"} | {"v": 3})
     assert v3.to_dict()["level"] is None and v3.to_dict()["kept"] == [24, 0]
-    for name, bad in (("sizes", [-3]), ("kept", [1.5]), ("recent", [2.0]), ("level", -1), ("level", "24")):
+    for name, bad in (("sizes", [-3]), ("kept", [1.5]), ("recent", [2.0]), ("level", -1), ("level", "24"),
+                      ("floor", -1), ("floor", 1.5)):
         with pytest.raises(ValueError, match=f"'{name}'"):
             ContractionDetector.from_dict({**data, name: bad})
 
@@ -333,8 +340,11 @@ def test_a_handful_of_fresh_literals_halving_by_chance_is_no_contraction():
     verdicts = _feed(det, *F2_LOOP)
     assert det.state == "healthy" and not verdicts[2].evidence and not verdicts[5].evidence
     assert sum(v.evidence for v in verdicts) <= 2 and all(v.d_net < v.r for v in (verdicts[2], verdicts[5]))
-    old = ContractionDetector(DetectorConfig(contract_noise=0.0))
-    assert any(v.entered for v in _feed(old, *F2_LOOP))
+    # without a count's chance spread the two dips no longer add up either: the kept literals came back to 11 between
+    # them, so the first dip's entry run ended (a rebound), and the second begins a run of its own
+    spread_off = _feed(ContractionDetector(DetectorConfig(contract_noise=0.0, step_noise=0.0)), *F2_LOOP)
+    assert spread_off[2].evidence and spread_off[5].evidence and not any(v.entered for v in spread_off)
+    assert spread_off[3].streak == 0 and spread_off[5].streak == 1
 
 
 def test_d_falling_is_judged_on_d_as_measured_where_the_net_distance_is_flat_at_zero():
@@ -346,16 +356,18 @@ def test_d_falling_is_judged_on_d_as_measured_where_the_net_distance_is_flat_at_
     assert not verdicts[-1].evidence and verdicts[-1].d_net < verdicts[-1].r
 
 
-# a detector without a count's chance spread enters the F2 loop falsely at cycle 6 (review F2's old entry)
-FORCED = DetectorConfig(contract_noise=0.0, step_noise=0.0)
+# a detector without a count's chance spread, whose entry runs need not compound, enters the F2 loop with its fourth
+# cycle keeping 5 literals (two dips in a row, 5 and 5 of the window's ~11) falsely at cycle 4
+FORCED = DetectorConfig(contract_noise=0.0, step_noise=0.0, confirm_noise=0.0)
+F2_DIPS = [*F2_LOOP[:3], (0.495, 27, 22, 731), *F2_LOOP[4:]]
 
 
 def test_a_loop_falsely_entered_leaves_the_regime_once_its_kept_literals_are_back_at_their_level():
     """Issue 14: a lossy tool loop has d' < r on every cycle, so "d' >= r + exit_margin" never clears it. It keeps
     10-16 literals a cycle (median 11 before the entry run); back at 14 and 16 (>= 0.75 x 11) it has left."""
     det = ContractionDetector(FORCED)
-    verdicts = _feed(det, *F2_LOOP)
-    assert verdicts[5].entered and verdicts[5].onset == 3
+    verdicts = _feed(det, *F2_DIPS)
+    assert verdicts[3].entered and verdicts[3].onset == 3
     assert [v.recovered for v in verdicts[6:8]] == [True, True] and verdicts[7].left
     assert all(v.d_net < v.r + FORCED.exit_margin for v in verdicts[6:8])  # the old clear cycle never comes
     assert det.state == "healthy" and not any(v.state == "contracting" for v in verdicts[8:])
@@ -363,11 +375,11 @@ def test_a_loop_falsely_entered_leaves_the_regime_once_its_kept_literals_are_bac
 
 def test_the_level_to_recover_is_kept_through_a_restart_and_a_state_without_one_never_recovers():
     det = ContractionDetector(FORCED)
-    _feed(det, *F2_LOOP[:6])
+    _feed(det, *F2_DIPS[:6])
     again = ContractionDetector.from_dict(json.loads(json.dumps(det.to_dict())), FORCED)
-    assert again.to_dict()["level"] == 11 and again.update(*F2_LOOP[6]).recovered
+    assert again.to_dict()["level"] == 11 and again.update(*F2_DIPS[6]).recovered
     old = ContractionDetector.from_dict({**det.to_dict(), "v": 3, "level": None}, FORCED)
-    assert not any(v.recovered or v.left for v in _feed(old, *F2_LOOP[6:12]))
+    assert not any(v.recovered or v.left for v in _feed(old, *F2_DIPS[6:12]))
 
 
 @pytest.mark.parametrize("make", [absorption_loop, converging_loop])
