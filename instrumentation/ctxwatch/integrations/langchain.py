@@ -33,13 +33,16 @@ Before each model call:
 A healthy agent therefore gets one span per context edit and nothing else: its requests, state
 and answers are what they would be without the guard.
 
-Conversations: `guard` is one `ContextGuard` (one loop), or a factory ``thread_id -> ContextGuard``
-giving each LangGraph thread (``config["configurable"]["thread_id"]``) its own guard; at most
-`max_conversations` are kept, least recently used first out.
+Conversations: every LangGraph thread (``config["configurable"]["thread_id"]``) has a guard of its
+own, so one thread's messages are never taken for an edit of another's. `guard` is a factory
+``thread_id -> ContextGuard``, or one `ContextGuard`: it serves the first thread, and each further
+thread gets `ContextGuard.sibling(thread_id)` (its settings, loop ``<loop id>/<thread id>``; one
+warning says so). At most `max_conversations` are kept, least recently used first out.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -58,6 +61,8 @@ from ..guard import ContextGuard
 from ._refusal import raise_refusal, settle
 
 GuardSource = ContextGuard | Callable[[str | None], ContextGuard]
+_UNSEEN = object()
+_log = logging.getLogger("ctxwatch")
 
 __all__ = ["ContextGuardEntry", "ContextGuardMiddleware", "guard_middleware"]
 
@@ -90,18 +95,32 @@ class _Conversations:
         self._limit = limit
         self._items: OrderedDict[str | None, _Conversation] = OrderedDict()
         self._lock = threading.Lock()
+        self._first_thread: object = _UNSEEN  # the thread the given guard serves
+        self._warned = False
 
     def get(self, thread_id: str | None = None) -> _Conversation:
-        key = None if isinstance(self._source, ContextGuard) else thread_id
         with self._lock:
-            conv = self._items.get(key)
+            conv = self._items.get(thread_id)
             if conv is None:
-                guard = self._source if isinstance(self._source, ContextGuard) else self._source(key)
-                conv = self._items[key] = _Conversation(guard)
+                conv = self._items[thread_id] = _Conversation(self._guard_for(thread_id))
                 while len(self._items) > self._limit:
                     self._items.popitem(last=False)
-            self._items.move_to_end(key)
+            self._items.move_to_end(thread_id)
             return conv
+
+    def _guard_for(self, thread_id: str | None) -> ContextGuard:
+        if not isinstance(self._source, ContextGuard):
+            return self._source(thread_id)
+        if self._first_thread is _UNSEEN:
+            self._first_thread = thread_id
+        if thread_id == self._first_thread:
+            return self._source
+        if not self._warned:
+            self._warned = True
+            _log.warning("ctxwatch: loop %s serves more than one LangGraph thread; each further thread gets a "
+                         "guard of its own (loop <loop id>/<thread id>). Pass a factory to name them: "
+                         "guard_middleware(lambda thread_id: ContextGuard(...), ...)", self._source.loop_id)
+        return self._source.sibling(str(thread_id))
 
     def current(self) -> _Conversation:
         return self.get(_thread_id())
