@@ -42,9 +42,7 @@ warning says so). At most `max_conversations` are kept, least recently used firs
 
 from __future__ import annotations
 
-import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
@@ -58,11 +56,8 @@ from langgraph.types import Command
 from ..cache import langchain_cache
 from ..config import check_on_refusal
 from ..guard import ContextGuard
+from ._conversations import Conversations, GuardSource
 from ._refusal import raise_refusal, settle
-
-GuardSource = ContextGuard | Callable[[str | None], ContextGuard]
-_UNSEEN = object()
-_log = logging.getLogger("ctxwatch")
 
 __all__ = ["ContextGuardEntry", "ContextGuardMiddleware", "guard_middleware"]
 
@@ -87,40 +82,12 @@ class _Conversation:
         self.tools: tuple[int, ...] | None = None       # identity of the last tool list offered
 
 
-class _Conversations:
+class _Conversations(Conversations[_Conversation]):
     def __init__(self, source: GuardSource, limit: int) -> None:
-        if limit < 1:
-            raise ValueError(f"max_conversations must be at least 1, got {limit}")
-        self._source = source
-        self._limit = limit
-        self._items: OrderedDict[str | None, _Conversation] = OrderedDict()
-        self._lock = threading.Lock()
-        self._first_thread: object = _UNSEEN  # the thread the given guard serves
-        self._warned = False
-
-    def get(self, thread_id: str | None = None) -> _Conversation:
-        with self._lock:
-            conv = self._items.get(thread_id)
-            if conv is None:
-                conv = self._items[thread_id] = _Conversation(self._guard_for(thread_id))
-                while len(self._items) > self._limit:
-                    self._items.popitem(last=False)
-            self._items.move_to_end(thread_id)
-            return conv
-
-    def _guard_for(self, thread_id: str | None) -> ContextGuard:
-        if not isinstance(self._source, ContextGuard):
-            return self._source(thread_id)
-        if self._first_thread is _UNSEEN:
-            self._first_thread = thread_id
-        if thread_id == self._first_thread:
-            return self._source
-        if not self._warned:
-            self._warned = True
-            _log.warning("ctxwatch: loop %s serves more than one LangGraph thread; each further thread gets a "
-                         "guard of its own (loop <loop id>/<thread id>). Pass a factory to name them: "
-                         "guard_middleware(lambda thread_id: ContextGuard(...), ...)", self._source.loop_id)
-        return self._source.sibling(str(thread_id))
+        super().__init__(source, _Conversation, limit, warn=(
+            "ctxwatch: loop %s serves more than one LangGraph thread; each further thread gets a guard of its "
+            "own (loop <loop id>/<thread id>). Pass a factory to name them: "
+            "guard_middleware(lambda thread_id: ContextGuard(...), ...)"))
 
     def current(self) -> _Conversation:
         return self.get(_thread_id())
