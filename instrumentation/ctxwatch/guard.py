@@ -136,6 +136,10 @@ class ContextGuard:
             raise ValueError("give the guard's settings either as config=GuardConfig(...) or as keywords, not both")
         self.config = config or keywords
         self.literals = literals or LiteralRegistry()
+        tools = None if tools is None else list(tools)
+        self._settings: dict[str, Any] = {"agent": agent, "service": service, "agent_version": agent_version,
+                                          "format": format, "tools": tools, "policy": policy,
+                                          "literals": literals, "config": self.config, "telemetry": telemetry}
         self.telemetry = telemetry if telemetry is not None else _default_telemetry()
         self.loop_id = loop_id or default_loop_id(self.telemetry.tracer_provider)
         self.agent, self.service, self.conversation_id = agent, service, conversation_id
@@ -160,6 +164,12 @@ class ContextGuard:
         self._elisions = 0
         self.halted_at: int | None = None
         self._provider_cache: prompt_cache.ProviderCache | None = None  # reported, not yet on a span
+
+    def sibling(self, conversation_id: str) -> ContextGuard:
+        """A guard made as this one was, for another conversation of the same agent: its own loop
+        (``<loop_id>/<conversation_id>``) and state, this guard's settings and telemetry."""
+        return ContextGuard(f"{self.loop_id}/{conversation_id}", conversation_id=conversation_id,
+                            **self._settings)
 
     # --- read-only views ----------------------------------------------------------------------
     @property

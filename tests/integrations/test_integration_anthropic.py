@@ -204,3 +204,26 @@ def test_a_client_side_compaction_is_one_span_taken_on_as_sent_not_a_deferral(ca
     assert len(guard.deferred) == 0
     assert [m["content"] for m in guard.messages] == [m["content"] for m in messages]
     assert api.requests[-1]["messages"] == messages[:-1]  # sent as the client made it
+
+
+def test_each_conversation_through_one_client_has_a_guard_of_its_own(capture) -> None:
+    """Review F4: one wrapper serving many users, one of whom left with a tool call unanswered, made every
+    later request of every user raise (each was checked as an edit of the abandoned conversation).
+    `messages.conversation(key)` gives each conversation its own guard, so none is another's edit."""
+    answer = [{"type": "text", "text": "Shipped."}]
+    api = FakeAnthropicAPI([lookups(1)[0]] + [answer] * 6)
+    messages = guarded_messages(api.client().beta.messages, ContextGuard("support", telemetry=capture.telemetry))
+    histories: dict[str, list] = {}
+    for user in ("left", "b", "c", "b", "c", "b", "c"):
+        history = histories.setdefault(user, [])
+        history.append({"role": "user", "content": f"Where is my order? ({user}, {len(history)})"})
+        response = messages.conversation(user).create(model="claude-test", max_tokens=64, messages=history,
+                                                     tools=TOOLS)
+        history.append({"role": "assistant", "content": response.content})
+    assert [b.type for b in histories["left"][-1]["content"]] == ["tool_use"]  # never answered
+    assert capture.summary() == []  # no conversation was taken for an edit of another
+    guards = {user: messages.conversation(user).recorder.guard for user in histories}
+    assert {u: g.loop_id for u, g in guards.items()} == {"left": "support/left", "b": "support/b", "c": "support/c"}
+    assert guards["left"].pending_calls == {"toolu_00"} and not guards["b"].pending_calls
+    assert messages.conversation("b") is messages.conversation("b")
+    assert messages.recorder.guard.loop_id == "support"  # the wrapper itself is the guard's own conversation

@@ -22,6 +22,7 @@ from langchain.agents.middleware import (  # noqa: E402
 )
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
 
 from ctxwatch import ContextGuard, OrphanedToolPairError, semconv  # noqa: E402
@@ -208,6 +209,67 @@ def test_each_thread_gets_its_own_guard_from_a_factory(capture) -> None:
     assert sorted(made) == ["t1", "t2"]
     assert [m.type for m in made["t1"].messages] == ["human", "ai"]
     assert capture.summary() == []
+
+
+class LookUpThenAnswer(ToolCallingFake):
+    """Calls `lookup` for a question and answers once the result is in, whatever the thread."""
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.seen.append([(type(m).__name__, m.text, getattr(m, "tool_call_id", None)) for m in messages])
+        n = len(self.seen)
+        if isinstance(messages[-1], HumanMessage):
+            answer = AIMessage(content="", id=f"ai-{n}", tool_calls=[
+                {"name": "lookup", "args": {"order": f"A{n}"}, "id": f"call_{n}", "type": "tool_call"}])
+        else:
+            answer = AIMessage(content=f"Shipped ({n}).", id=f"ai-{n}")
+        return ChatResult(generations=[ChatGeneration(message=answer)])
+
+
+def serve_two_threads(guard, turns: int = 6) -> list:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = LookUpThenAnswer(responses=[], seen=[])
+    agent = create_agent(model, [lookup], system_prompt="You track orders.", checkpointer=InMemorySaver(),
+                         middleware=guard_middleware(guard, SummarizationMiddleware(
+                             summarizer(), trigger=("messages", 1000))))
+    for turn in range(turns):
+        thread = f"t{turn % 2}"
+        agent.invoke({"messages": [HumanMessage(f"[{thread}] where is order {turn}?")]},
+                     {"configurable": {"thread_id": thread}})
+    return model.seen
+
+
+def test_one_guard_given_to_an_agent_serving_two_threads_edits_neither(capture, caplog) -> None:
+    """One `ContextGuard` (the README's line) on an agent whose checkpointer serves two threads: the
+    guard serves the first thread and the second gets a sibling guard, so no thread's messages are
+    taken for an edit of the other's (review F3: before, every switch was settled as a whole-pair
+    compaction and an elision marker was put into the other thread's prompt)."""
+    made: dict = {}
+
+    def factory(thread_id):
+        made[thread_id] = ContextGuard(f"lc-{thread_id}", telemetry=capture.telemetry)
+        return made[thread_id]
+
+    expected = serve_two_threads(factory)
+    capture.exporter.clear()
+    guard = ContextGuard("lc-one", telemetry=capture.telemetry)
+    with caplog.at_level("WARNING", logger="ctxwatch"):
+        seen = serve_two_threads(guard)
+    assert seen == expected
+    assert not any(text.startswith("[ctxwatch]") for prompt in seen for _, text, _ in prompt)
+    assert capture.summary() == []
+    assert [m.text for m in guard.messages if m.type == "human"] == [
+        "[t0] where is order 0?", "[t0] where is order 2?", "[t0] where is order 4?"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "ctxwatch"]
+    assert len(warnings) == 1 and "lc-one" in warnings[0] and "factory" in warnings[0]
+
+
+def test_a_sibling_guard_has_its_own_loop_and_the_settings_of_the_guard_it_was_made_from(capture) -> None:
+    guard = ContextGuard("lc-one", agent="support", telemetry=capture.telemetry, pass_cap=3, deferral="whole_pairs")
+    sibling = guard.sibling("t1")
+    assert (sibling.loop_id, sibling.conversation_id, sibling.agent) == ("lc-one/t1", "t1", "support")
+    assert sibling.config == guard.config and sibling.telemetry is guard.telemetry
+    assert sibling.context is not guard.context and sibling.detector is not guard.detector
 
 
 def test_the_instrumentor_adds_the_guard_to_every_agent_and_is_registered(capture) -> None:

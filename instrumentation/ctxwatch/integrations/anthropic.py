@@ -4,6 +4,10 @@ One line::
 
     messages = guarded_messages(client.beta.messages, guard)   # then messages.create(...) as usual
 
+The wrapper serves one conversation, as its guard does. A service with many conversations takes
+each one's wrapper from ``messages.conversation(key)`` (a guard of its own: ``guard.sibling(key)``,
+or a factory ``key -> ContextGuard`` given instead of the guard).
+
 With ``context_management`` the API edits the context on the server: ``clear_tool_uses_*`` replaces
 the oldest tool results (and optionally tool inputs) by a placeholder, ``clear_thinking_*`` drops
 thinking blocks of the oldest turns — the response's ``context_management.applied_edits`` says how
@@ -43,6 +47,7 @@ from ..adapters.sdk_objects import dump
 from ..cache import anthropic_cache
 from ..config import check_on_refusal
 from ..guard import ContextGuard
+from ._conversations import Conversations, GuardSource
 from ._format import bind_format
 from ._refusal import raise_refusal
 
@@ -51,17 +56,30 @@ __all__ = ["ContextRecorder", "GuardedMessages", "guarded_messages"]
 PLACEHOLDER = "[tool result cleared by the server]"
 
 
-def guarded_messages(resource: Any, guard: ContextGuard, *, on_refusal: str = "raise") -> GuardedMessages:
-    """Wrap ``client.messages`` or ``client.beta.messages`` (sync or async clients)."""
-    return GuardedMessages(resource, ContextRecorder(guard, on_refusal=on_refusal))
+def guarded_messages(resource: Any, guard: GuardSource, *, on_refusal: str = "raise",
+                     max_conversations: int = 1024) -> GuardedMessages:
+    """Wrap ``client.messages`` or ``client.beta.messages`` (sync or async clients) for one conversation;
+    ``.conversation(key)`` is the same wrapper for another (see `GuardedMessages.conversation`)."""
+    conversations: Conversations[GuardedMessages] = Conversations(
+        guard, lambda g: GuardedMessages(resource, ContextRecorder(g, on_refusal=on_refusal), conversations),
+        max_conversations)
+    return conversations.get(None)
 
 
 class GuardedMessages:
     """``create`` checks the request and records the response; everything else is the wrapped resource's."""
 
-    def __init__(self, resource: Any, recorder: ContextRecorder) -> None:
+    def __init__(self, resource: Any, recorder: ContextRecorder, conversations: Conversations[GuardedMessages]) -> None:
         self._resource = resource
         self.recorder = recorder
+        self._conversations = conversations
+
+    def conversation(self, key: str) -> GuardedMessages:
+        """The wrapper of conversation `key`, with a guard of its own: the factory's guard for `key`, or
+        the given guard's `ContextGuard.sibling(key)` (loop ``<loop id>/<key>``). The wrapper serves one
+        conversation's history: a request of another conversation sent through it would be checked as
+        an edit of this one."""
+        return self._conversations.get(key)
 
     def __getattr__(self, name: str) -> Any:
         if name == "_resource":

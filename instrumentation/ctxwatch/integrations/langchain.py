@@ -33,15 +33,16 @@ Before each model call:
 A healthy agent therefore gets one span per context edit and nothing else: its requests, state
 and answers are what they would be without the guard.
 
-Conversations: `guard` is one `ContextGuard` (one loop), or a factory ``thread_id -> ContextGuard``
-giving each LangGraph thread (``config["configurable"]["thread_id"]``) its own guard; at most
-`max_conversations` are kept, least recently used first out.
+Conversations: every LangGraph thread (``config["configurable"]["thread_id"]``) has a guard of its
+own, so one thread's messages are never taken for an edit of another's. `guard` is a factory
+``thread_id -> ContextGuard``, or one `ContextGuard`: it serves the first thread, and each further
+thread gets `ContextGuard.sibling(thread_id)` (its settings, loop ``<loop id>/<thread id>``; one
+warning says so). At most `max_conversations` are kept, least recently used first out.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
@@ -55,9 +56,8 @@ from langgraph.types import Command
 from ..cache import langchain_cache
 from ..config import check_on_refusal
 from ..guard import ContextGuard
+from ._conversations import Conversations, GuardSource
 from ._refusal import raise_refusal, settle
-
-GuardSource = ContextGuard | Callable[[str | None], ContextGuard]
 
 __all__ = ["ContextGuardEntry", "ContextGuardMiddleware", "guard_middleware"]
 
@@ -82,26 +82,12 @@ class _Conversation:
         self.tools: tuple[int, ...] | None = None       # identity of the last tool list offered
 
 
-class _Conversations:
+class _Conversations(Conversations[_Conversation]):
     def __init__(self, source: GuardSource, limit: int) -> None:
-        if limit < 1:
-            raise ValueError(f"max_conversations must be at least 1, got {limit}")
-        self._source = source
-        self._limit = limit
-        self._items: OrderedDict[str | None, _Conversation] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, thread_id: str | None = None) -> _Conversation:
-        key = None if isinstance(self._source, ContextGuard) else thread_id
-        with self._lock:
-            conv = self._items.get(key)
-            if conv is None:
-                guard = self._source if isinstance(self._source, ContextGuard) else self._source(key)
-                conv = self._items[key] = _Conversation(guard)
-                while len(self._items) > self._limit:
-                    self._items.popitem(last=False)
-            self._items.move_to_end(key)
-            return conv
+        super().__init__(source, _Conversation, limit, warn=(
+            "ctxwatch: loop %s serves more than one LangGraph thread; each further thread gets a guard of its "
+            "own (loop <loop id>/<thread id>). Pass a factory to name them: "
+            "guard_middleware(lambda thread_id: ContextGuard(...), ...)"))
 
     def current(self) -> _Conversation:
         return self.get(_thread_id())
