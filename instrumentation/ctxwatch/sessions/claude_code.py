@@ -29,6 +29,16 @@ context is rebuilt from them in file order, as the API saw it:
   are forgotten, and a rewind to a forgotten record reads as a continuation).
 - ``progress`` records carry ``toolUseID`` / ``parentToolUseID`` of hook runs: they are not tool
   results and add nothing to the buffer.
+- A record whose ``uuid`` was already read (anywhere before in the file, within the remembered links) is the
+  same record logged again (a resume or another build writing history out again, claude-code#66947): Claude
+  Code's loader keeps one record per uuid (``messages.set(uuid, entry)``, a later copy in place of the earlier)
+  and builds the conversation by walking ``parentUuid`` from the leaf, so the model is never sent a copy. It is
+  skipped, whatever its metadata (``gitBranch``, ``version``, ``promptId``, ``slug``, ``parentUuid``: the first
+  copy keeps its place); no rewind, no second tool result. A copy of a message record still in the buffer whose
+  message differs (its parts, not ``usage`` or other fields) replaces that record's parts in place, as the loader
+  would have it from then on: a `Mutation` of the kind the change is (``rewrite`` mostly), source
+  ``claude_code.repeated_record``. A copy of another role, or of a record cut by a rewind or before a compaction,
+  adds nothing.
 - Sub-agents: the file follows the chain of its first record that says (``isSidechain``). A session's
   own file starts on the main chain, and sidechain records interleaved in it (older versions wrote
   sub-agent turns there) are left out; a sub-agent's transcript

@@ -14,6 +14,15 @@ file (`Session.read_from`, ``ctxwatch watch`` resuming after a ``compacted`` rec
 buffer that record left. The ``event_msg`` of type
 ``context_compacted`` that follows adds nothing. ``session_meta`` (the base instructions, sent
 apart from the history), ``turn_context`` and other ``event_msg`` records are not part of the buffer.
+
+Rollouts of the pre-envelope shape (Codex CLI of mid 2025, before the ``payload`` envelope; its
+``RolloutRecorder::resume`` read them so): line 1 a bare header ``{"id", "timestamp", "instructions", "git"}``
+(the session meta: loop id ``codex-<id>``), ``{"record_type": "state"}`` markers (skipped) and the Responses
+items bare (``{"type": "message", ...}``), read as ``response_item`` payloads. That recorder wrote no compaction
+record (only items and state markers), so no compaction is read from such a rollout.
+
+A record written twice is read twice: Codex rebuilds a resumed history by recording every item of the rollout in
+order (no id merges them), so that is what it sends.
 """
 
 from __future__ import annotations
