@@ -57,10 +57,12 @@ def decoded(data: bytes | str) -> Any:
         return REFUSED
 
 
-def encoded(value: object, *, sort_keys: bool = False) -> bytes | None:
+def encoded(value: object, *, sort_keys: bool = False, max_containers: int = MAX_CONTAINERS) -> bytes | None:
     """``json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)`` as UTF-8,
-    when orjson is sure to write those bytes; else None (the caller writes it with `json`)."""
-    if not _plain(value):
+    when orjson is sure to write those bytes; else None (the caller writes it with `json`). A value of more
+    than `max_containers` containers (at most `MAX_CONTAINERS`) is None too: one of at most N containers is
+    nested at most N levels deep."""
+    if not _plain(value, min(max_containers, MAX_CONTAINERS)):
         return None
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0)
@@ -68,11 +70,10 @@ def encoded(value: object, *, sort_keys: bool = False) -> bytes | None:
         return None
 
 
-def _plain(value: object) -> bool:
+def _plain(value: object, budget: int) -> bool:
     """Only plain str, int, bool, None, dict, list and tuple (exact types), no float, at most
-    `MAX_CONTAINERS` containers."""
+    `budget` containers."""
     stack = [value]
-    budget = MAX_CONTAINERS
     while stack:
         item = stack.pop()
         kind = type(item)

@@ -80,7 +80,7 @@ def default_form(parts: Sequence[Part], empty: str) -> str:
     return STR if len(parts) == 1 and type(parts[0]) is TextPart else LIST
 
 
-_TEXT_KEYS = frozenset({"type", "text"})
+TEXT_KEYS = frozenset({"type", "text"})  # a text block's own keys
 
 
 def read_content(r: Reader, value: Any, field: str, *, text_types: frozenset[str], default_text: str,
@@ -115,8 +115,8 @@ def read_content(r: Reader, value: Any, field: str, *, text_types: frozenset[str
             part = TextPart(r.key(block, "text", where + ".text"))
             if kind != default_text:
                 entry["t"] = kind
-            if not _TEXT_KEYS.issuperset(block):
-                entry["k"] = leftovers(r, block, _TEXT_KEYS, where)
+            if not TEXT_KEYS.issuperset(block):
+                entry["k"] = leftovers(r, block, TEXT_KEYS, where)
         elif blocks is not None and (handled := blocks(r, block, where)) is not None:
             part, entry = handled
         else:

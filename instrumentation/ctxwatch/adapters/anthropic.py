@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from ..errors import InvalidContextError
 from ..fastjson import encoded
-from ..model import SYSTEM_ROLES, Message, Part, ToolCall, ToolResult
+from ..model import SYSTEM_ROLES, Message, OpaquePart, Part, TextPart, ToolCall, ToolResult
 from . import _shape
 from ._reader import DEFAULT_LIMITS, MISSING, Limits, Reader
 from ._shape import ABSENT, LIST, leftovers, read_content, write_content
@@ -46,8 +46,73 @@ def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Messa
 def read_parts(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Message:
     """As `read`, the same checks, but without the envelope that writes the message back in its own
     shape (`extra` is None): for a reader that keeps only roles and parts (a recorded session)."""
+    parts = _ordinary_parts(item, limits)
+    if parts is not None:
+        return Message(item["role"], parts)
     role, parts, _, _ = _read_message(item, index, limits)
     return Message(role, parts)
+
+
+def _ordinary_parts(item: Any, limits: Limits) -> list[Part] | None:
+    """The parts `_read_message` reads from `item`, read in one pass when every check it makes is sure to
+    pass; None when any might not, or the message holds anything less common (the caller then reads it with
+    `_read_message`, which names what is wrong). Covered: a ``role``/``content`` dict whose content is a string
+    or a list of ``text`` blocks, ``tool_use`` blocks, ``tool_result`` blocks with string content, and other
+    blocks with a string ``type`` (opaque parts); each JSON value written with `encoded` in at most
+    ``max_depth`` containers, so it is nested no deeper than `Reader.json` allows and holds no float.
+    Characters are counted from above (a value's compact JSON is at least as long as its keys and strings),
+    so within the cap here is within it there. tests/instrumentation/test_anthropic_ordinary_parts.py checks
+    that both ways agree."""
+    if type(item) is not dict or not _MESSAGE_KEYS.issuperset(item):
+        return None
+    role, content = item.get("role"), item.get("content")
+    if type(role) is not str or role not in ROLES:
+        return None
+    room = limits.max_message_chars - len(role)
+    if type(content) is str:
+        return [TextPart(content)] if len(content) <= room else None
+    if type(content) is not list:
+        return None
+    depth = limits.max_depth
+    parts: list[Part] = []
+    for block in content:
+        if type(block) is not dict:
+            return None
+        kind = block.get("type")
+        if type(kind) is not str:
+            return None
+        if kind == "text":
+            text = block.get("text")
+            if type(text) is not str or not _shape.TEXT_KEYS.issuperset(block):
+                return None
+            room -= len(text)
+            parts.append(TextPart(text))
+        elif kind == "tool_use":
+            call_id, name = block.get("id"), block.get("name")
+            arguments = encoded(block["input"], max_containers=depth) if "input" in block else None
+            if type(call_id) is not str or type(name) is not str or arguments is None:
+                return None
+            room -= len(call_id) + len(name) + len(arguments)
+            for key in block.keys() - _USE_KEYS:  # kept for the round trip: only checked here
+                other = encoded(block[key], max_containers=depth) if type(key) is str else None
+                if other is None:
+                    return None
+                room -= len(key) + len(other)
+            parts.append(ToolCall(call_id, name, arguments.decode("utf-8")))
+        elif kind == "tool_result":
+            call_id, output, flag = block.get("tool_use_id"), block.get("content"), block.get("is_error", False)
+            if type(call_id) is not str or type(output) is not str or type(flag) is not bool \
+                    or not _RESULT_KEYS.issuperset(block):
+                return None
+            room -= len(call_id) + len(output)
+            parts.append(ToolResult(call_id, output, flag))
+        else:
+            data = encoded(block, sort_keys=True, max_containers=depth)
+            if data is None:
+                return None
+            room -= len(data)
+            parts.append(OpaquePart(kind, data.decode("utf-8")))
+    return parts if room >= 0 else None
 
 
 def _read_message(item: Any, index: int | None, limits: Limits) -> tuple[str, list[Part], dict, dict]:

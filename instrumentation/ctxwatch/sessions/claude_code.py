@@ -29,6 +29,16 @@ context is rebuilt from them in file order, as the API saw it:
   are forgotten, and a rewind to a forgotten record reads as a continuation).
 - ``progress`` records carry ``toolUseID`` / ``parentToolUseID`` of hook runs: they are not tool
   results and add nothing to the buffer.
+- A record whose ``uuid`` was already read (anywhere before in the file, within the remembered links) is the
+  same record logged again (a resume or another build writing history out again, claude-code#66947): Claude
+  Code's loader keeps one record per uuid (``messages.set(uuid, entry)``, a later copy in place of the earlier)
+  and builds the conversation by walking ``parentUuid`` from the leaf, so the model is never sent a copy. It is
+  skipped, whatever its metadata (``gitBranch``, ``version``, ``promptId``, ``slug``, ``parentUuid``: the first
+  copy keeps its place); no rewind, no second tool result. A copy of a message record still in the buffer whose
+  message differs (its parts, not ``usage`` or other fields) replaces that record's parts in place, as the loader
+  would have it from then on: a `Mutation` of the kind the change is (``rewrite`` mostly), source
+  ``claude_code.repeated_record``. A copy of another role, or of a record cut by a rewind or before a compaction,
+  adds nothing.
 - Sub-agents: the file follows the chain of its first record that says (``isSidechain``). A session's
   own file starts on the main chain, and sidechain records interleaved in it (older versions wrote
   sub-agent turns there) are left out; a sub-agent's transcript
@@ -47,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 from ..adapters import anthropic
 from ..cache import anthropic_cache
 from ..model import Message, Part, ToolResult
-from .events import Event, Mutation, Snapshot
+from .events import Event, Mutation, Snapshot, classify_change
 from .filed import FiledMessage, Filing, Where
 
 if TYPE_CHECKING:
@@ -73,7 +83,8 @@ class _Buffer:
         self._lengths: list[int] = []  # parts per message, pending ones included
         self._serials: list[int] = []  # per message, so a link to a message cut by a rewind reads as stale
         self._next_serial = 0
-        self.slot_of: OrderedDict[str, tuple[int, int, int]] = OrderedDict()  # uuid -> (index, serial, parts)
+        # uuid -> (index, serial, parts up to the record, parts before it)
+        self.slot_of: OrderedDict[str, tuple[int, int, int, int]] = OrderedDict()
         self.last_turn: str | None = None  # message.id of the latest assistant turn
         self.last_assistant = -1
         self.results: dict[str, int] = {}  # tool_result id -> index of its message (for microcompacts)
@@ -155,6 +166,7 @@ class _Buffer:
                 self._cleared.append(_NONE_CLEARED)
             if role == "assistant":
                 self.last_assistant, self.last_turn = at, turn
+        first = self._lengths[at]
         if parts:
             self._pending.setdefault(at, []).extend(parts)
             self._lengths[at] += len(parts)
@@ -164,7 +176,49 @@ class _Buffer:
                 if type(part) is ToolResult:
                     self.results[part.call_id] = at
         if isinstance(uuid, str):
-            _remember(self.slot_of, uuid, (at, self._serials[at], self._lengths[at]))
+            _remember(self.slot_of, uuid, (at, self._serials[at], self._lengths[at], first))
+
+    def record_parts(self, uuid: str) -> tuple[Part, ...] | None:
+        """The parts the live record `uuid` gave its message (as they stand: a microcompaction may have cleared
+        results), else None."""
+        hit = self.slot_of.get(uuid)
+        if hit is None or self.slot(uuid) is None:
+            return None
+        return self.messages()[hit[0]].parts[hit[3]:hit[2]]
+
+    def role_of(self, uuid: str) -> str:
+        """The role of the message the record `uuid` is in."""
+        return self._heads[self.slot_of[uuid][0]][0]
+
+    def replace(self, uuid: str, parts: tuple[Part, ...], where: Where | None) -> int:
+        """Put `parts` (read at `where`, for a filed buffer) in place of those of the live record `uuid`; the index
+        of the message changed. The records after it in that message keep their places."""
+        at, serial, end, first = self.slot_of[uuid]
+        old = self.messages()[at]
+        self._built = None
+        shift = len(parts) - (end - first)
+        self._lengths[at] += shift
+        self.slot_of[uuid] = (at, serial, first + len(parts), first)
+        if shift:
+            later = []
+            for key in reversed(self.slot_of):
+                if key == uuid:
+                    break
+                hit = self.slot_of[key]
+                if hit[0] == at and hit[1] == serial:
+                    later.append((key, (at, serial, hit[2] + shift, hit[3] + shift)))
+            self.slot_of.update(later)
+        if self._filing is not None:
+            assert where is not None
+            self._records[at] = _replacing(self._records[at], first, end, (*where, len(parts)))
+            self._cleared[at] = frozenset(i if i < first else i + shift for i in self._cleared[at]
+                                          if not first <= i < end)
+        for part in parts:
+            if type(part) is ToolResult:
+                self.results[part.call_id] = at
+        role, mid = self._heads[at]
+        self._messages[at] = self._message(at, role, old.parts[:first] + parts + old.parts[end:], mid)
+        return at
 
     def clear_results(self, ids: set[str]) -> tuple[int, ...]:
         """Replace the content of the named tool results in place; the indices of the messages changed."""
@@ -195,6 +249,26 @@ def _cleared(part: Part) -> Part:
     """A tool result as a microcompaction leaves it: its content cleared, the call still paired."""
     assert type(part) is ToolResult
     return ToolResult(part.call_id, CLEARED_RESULT, part.is_error)
+
+
+def _replacing(records: array[int], first: int, end: int, record: tuple[int, ...]) -> array[int]:
+    """The (offset, length, line, taken) records of a message whose record giving its parts `first` to `end` is
+    replaced by `record` (none when it gives no part)."""
+    kept: array[int] = array("q")
+    start, placed = 0, False
+    for i in range(0, len(records), 4):
+        if not placed and start == first:
+            placed = True
+            if record[3]:
+                kept.extend(record)
+            if end > first:  # the replaced record's own entry
+                start += records[i + 3]
+                continue
+        kept.extend(records[i:i + 4])
+        start += records[i + 3]
+    if not placed and record[3]:
+        kept.extend(record)
+    return kept
 
 
 def _taking(records: array[int], parts: int) -> array[int]:
@@ -279,6 +353,38 @@ def _microcompact(rec: dict, line: int, step: int, buf: _Buffer) -> Mutation:
                     line=line, trigger=trigger, pre_tokens=pre, changed=changed, details=details)
 
 
+def _repeated(session: Session, rec: dict, uuid: str, line: int, step: int, buf: _Buffer) -> Iterator[Mutation]:
+    """A record whose uuid was read before. Claude Code keeps one record per uuid (its loader maps uuid to
+    record, a later copy in place of the earlier), so a copy adds nothing: it is skipped, whatever its metadata
+    (``gitBranch``, ``version``, ``parentUuid``...). A copy of a message record still in the buffer whose message
+    differs (its parts, what the model reads) takes that record's place, as the loader would have it: a
+    `Mutation` of the kind the change is, source ``claude_code.repeated_record``."""
+    kept = buf.record_parts(uuid)
+    if kept is None:
+        return
+    message = _message(session, rec, line)
+    if message is None or message.role != buf.role_of(uuid) or _same_parts(kept, message.parts):
+        return
+    before = buf.messages()
+    buf.replace(uuid, message.parts, session.filing.here(line) if session.filing is not None else None)
+    after = buf.messages()
+    change = classify_change(before, after)
+    if change is not None:
+        yield Mutation(change[0], step, before, after, "claude_code.repeated_record", f"line {line}", line=line,
+                       changed=change[1])
+
+
+def _same_parts(kept: tuple[Part, ...], parts: tuple[Part, ...]) -> bool:
+    """Whether a record read again gives the parts it gave (a result a microcompaction cleared since counts as
+    cleared)."""
+    return len(kept) == len(parts) and all(k == p or _clears(k, p) for k, p in zip(kept, parts, strict=True))
+
+
+def _clears(kept: Part, part: Part) -> bool:
+    """Whether `kept` is the result `part` as a microcompaction cleared it."""
+    return type(kept) is ToolResult and type(part) is ToolResult and kept == _cleared(part)
+
+
 def events(session: Session) -> Iterator[Event]:
     filing = session.filing
     buf = _Buffer(filing)
@@ -300,6 +406,9 @@ def events(session: Session) -> Iterator[Event]:
                 if side is not chain:
                     continue
             uuid, parent = rec.get("uuid"), rec.get("parentUuid")
+            if isinstance(uuid, str) and uuid in links:  # a record logged again: Claude Code reads it once
+                yield from _repeated(session, rec, uuid, line, step, buf)
+                continue
             subtype = rec.get("subtype") if rec.get("type") == "system" else None
             if subtype == "compact_boundary":
                 if pending is not None:
@@ -311,7 +420,9 @@ def events(session: Session) -> Iterator[Event]:
                     session.facts["inherited_compaction"] = inherited
                 else:
                     pending = _Boundary(line, step, buf.messages(), trigger, pre)
-                buf, links = _Buffer(filing), OrderedDict()
+                buf = _Buffer(filing)
+                if isinstance(uuid, str):
+                    _remember(links, uuid, None)
                 continue
             if subtype == "microcompact_boundary" and len(buf):
                 yield _microcompact(rec, line, step, buf)

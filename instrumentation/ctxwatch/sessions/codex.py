@@ -14,6 +14,15 @@ file (`Session.read_from`, ``ctxwatch watch`` resuming after a ``compacted`` rec
 buffer that record left. The ``event_msg`` of type
 ``context_compacted`` that follows adds nothing. ``session_meta`` (the base instructions, sent
 apart from the history), ``turn_context`` and other ``event_msg`` records are not part of the buffer.
+
+Rollouts of the pre-envelope shape (Codex CLI of mid 2025, before the ``payload`` envelope; its
+``RolloutRecorder::resume`` read them so): line 1 a bare header ``{"id", "timestamp", "instructions", "git"}``
+(the session meta: loop id ``codex-<id>``), ``{"record_type": "state"}`` markers (skipped) and the Responses
+items bare (``{"type": "message", ...}``), read as ``response_item`` payloads. That recorder wrote no compaction
+record (only items and state markers), so no compaction is read from such a rollout.
+
+A record written twice is read twice: Codex rebuilds a resumed history by recording every item of the rollout in
+order (no id merges them), so that is what it sends.
 """
 
 from __future__ import annotations
@@ -31,6 +40,29 @@ if TYPE_CHECKING:
     from .session import Session
 
 _INPUT_ROLES = frozenset({"user", "developer", "system"})
+# the Responses items a pre-envelope rollout holds bare (Codex's ResponseItem variants of mid 2025, as written)
+_BARE_ITEMS = frozenset({"message", "reasoning", "function_call", "function_call_output", "local_shell_call",
+                         "custom_tool_call", "custom_tool_call_output", "web_search_call"})
+
+
+def is_legacy_header(record: Any) -> bool:
+    """Whether `record` is the first line of a pre-envelope rollout (``{"id", "timestamp", ...}``, no ``type``)."""
+    return (isinstance(record, dict) and "type" not in record and "payload" not in record
+            and isinstance(record.get("id"), str) and isinstance(record.get("timestamp"), str))
+
+
+def is_bare_response_item(record: dict) -> bool:
+    """Whether a rollout record is a Responses item written bare, as a pre-envelope rollout holds them."""
+    kind = record.get("type")
+    return isinstance(kind, str) and kind in _BARE_ITEMS and "payload" not in record
+
+
+def response_item(record: dict) -> dict | None:
+    """The Responses item a rollout record holds: a ``response_item``'s payload, or a bare item; else None."""
+    if record.get("type") == "response_item":
+        payload = record.get("payload")
+        return payload if isinstance(payload, dict) else None
+    return record if is_bare_response_item(record) else None
 
 
 def is_model_output(item: dict) -> bool:
@@ -53,7 +85,8 @@ def events(session: Session) -> Iterator[Event]:
                 session.skip(line, "not a JSON object")
                 continue
             kind, payload = rec.get("type"), rec.get("payload")
-            if kind == "response_item" and isinstance(payload, dict):
+            if (item := response_item(rec)) is not None:
+                payload = item
                 message = session.convert(openai_responses.read, payload, line, f"line {line}")
                 if message is None:
                     continue
@@ -102,11 +135,14 @@ class _Item:
         return filing.reread(self.where, self._read)
 
     def _read(self, session: Session, rec: Any, line: int) -> Message | None:
-        payload = rec.get("payload") if isinstance(rec, dict) else None
-        if not isinstance(payload, dict):
+        if not isinstance(rec, dict):
             return None
         if self.index == _RECORD:
-            return session.convert(openai_responses.read, payload, line, f"line {line}")
+            item = response_item(rec)
+            return session.convert(openai_responses.read, item, line, f"line {line}") if item is not None else None
+        payload = rec.get("payload")
+        if not isinstance(payload, dict):
+            return None
         if self.index == _SUMMARY:
             return _summary(payload)
         after = _compacted(session, payload, line)

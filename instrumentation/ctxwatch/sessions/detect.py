@@ -2,7 +2,10 @@
 
 - ``claude_code``: JSONL records with a Claude Code ``type`` (user, assistant, system, progress,
   summary, file-history-snapshot...) and a ``sessionId`` / ``uuid`` / ``messageId`` / ``leafUuid``;
-- ``codex``: JSONL records ``{"type": "session_meta" | "response_item" | ..., "payload"}``;
+- ``codex``: JSONL records ``{"type": "session_meta" | "response_item" | ..., "payload"}``, or a rollout of the
+  pre-envelope shape (Codex CLI before the ``payload`` envelope, mid 2025): a bare header line ``{"id",
+  "timestamp", "instructions"?, "git"?}`` (no ``type``) followed by ``{"record_type": "state"}`` markers and bare
+  Responses items, or named ``rollout-...-<id>.jsonl`` after the header's ``id``;
 - ``messages_jsonl``: JSONL lines that are lists of message dicts or objects with a ``messages`` list;
 - ``swe_agent``: one JSON object with a ``trajectory`` list;
 - ``openhands``: one JSON list of events (``source`` with ``action`` or ``observation``);
@@ -20,6 +23,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from .codex import is_bare_response_item, is_legacy_header
 from .files import MAX_LINE_BYTES, SessionReadError, check_file, iter_jsonl
 from .gemini_cli import is_recording
 
@@ -43,6 +47,8 @@ def detect_session_format(path: str | os.PathLike[str], max_line_bytes: int = MA
             return kind
     elif (kind := _sniff_document(head)) is not None:
         return kind
+    if first_line_read and _is_legacy_codex(path, [r for _, r in records]):
+        return "codex"
     for _, record in records:
         kind = _record_kind(record)
         if kind is not None:
@@ -84,6 +90,15 @@ def _sniff_document(head: bytes) -> str | None:
     if text.startswith((b"[", b"{")) and b'"source"' in text and eventful:
         return "openhands"
     return None
+
+
+def _is_legacy_codex(path: Path, records: list[Any]) -> bool:
+    """A pre-envelope Codex rollout: its header, then a ``record_type`` marker or a bare Responses item among the
+    first records, or a file named after the header's id (``rollout-<time>-<id>.jsonl``)."""
+    if not is_legacy_header(records[0]):
+        return False
+    named = path.name.startswith("rollout-") and path.name.endswith(f"-{records[0]['id']}.jsonl")
+    return named or any(isinstance(r, dict) and ("record_type" in r or is_bare_response_item(r)) for r in records[1:])
 
 
 def _record_kind(record: Any) -> str | None:

@@ -46,7 +46,8 @@ class Mutation:
     ``prune`` (content dropped or elided in place, nothing new), ``system_patch`` (system messages
     changed), ``rewrite`` (messages changed otherwise), ``rerank`` (the same messages reordered): the
     readers that see whole buffers name it with `ctxwatch.kinds` (`classify_change`). `source` names
-    the record that marks it: ``claude_code.compact_boundary``, ``claude_code.rewind``, ``codex.compacted``,
+    the record that marks it: ``claude_code.compact_boundary``, ``claude_code.rewind``,
+    ``claude_code.repeated_record`` (a record logged again with another message), ``codex.compacted``,
     ``openhands.condensation`` or ``snapshot_diff`` (two consecutive recorded buffers differ
     by more than an append). `changed` lists the indices in `before` that were changed or dropped
     (for snapshot diffs). `trigger`, `pre_tokens` and `summary` are what the file says about a

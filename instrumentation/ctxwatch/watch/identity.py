@@ -4,7 +4,8 @@
   and ``cwd`` are on every record. A sub-agent's transcript (its first record that says is
   ``isSidechain: true``) records its parent's ``sessionId`` and its own ``agentId``: it is the loop
   ``claude-code-<session id>-agent-<agentId>``, not the parent's.
-- Codex: the ``session_meta`` record's ``payload``: ``id``, ``cli_version``, ``cwd``.
+- Codex: the ``session_meta`` record's ``payload``: ``id``, ``cli_version``, ``cwd``; in a rollout of the
+  pre-envelope shape (mid 2025), its header line: ``id`` (it records neither version nor working directory).
 - Gemini CLI: ``sessionId`` of the metadata record (or the document); the project is the
   ``<project>`` directory of ``~/.gemini/tmp/<project>/chats/``.
 
@@ -37,6 +38,7 @@ from typing import Any
 import xxhash
 
 from .. import semconv
+from ..sessions.codex import is_legacy_header
 from ..sessions.files import BadJSON, parse_line
 from ..telemetry.bounded import BoundedValues
 
@@ -105,6 +107,8 @@ def identify(path: Path, format: str, records: list[dict]) -> SessionIdentity:
     if format == "codex":
         payloads = [r.get("payload") for r in records if r.get("type") == "session_meta"]
         meta = [m for m in payloads if isinstance(m, dict)]
+        if not meta and records and is_legacy_header(records[0]):
+            meta = records[:1]  # a pre-envelope rollout's header
         session_id, version, cwd = _first(meta, "id"), _first(meta, "cli_version"), _first(meta, "cwd")
         project = _project_of(cwd)
     elif format == "gemini_cli":
