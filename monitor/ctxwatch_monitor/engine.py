@@ -6,11 +6,12 @@ to its loop in the guard's sequence order (`ordering`: spans that arrive ahead o
 in a bounded window), feeding the rewrite cycles to the loop's `ctxwatch.contraction.ContractionDetector`
 (the same alarm logic the guard runs in-process). When a cycle is missing the loop adopts the state
 the guard reports instead. Spans of guards that send no `ctxwatch.sequence` are applied in the order
-received. `commit` then writes everything applied since the
-last commit in one transaction, before any of those requests is answered (the receiver groups the
-requests queued meanwhile behind one commit, see `batches`). If the commit
-fails, memory is reloaded from the database (the last acknowledged state) and `Unavailable` is
-raised, so the clients retry and nothing is counted twice.
+received. The fleet metrics count each span when it is applied (a span held ahead of a missing one once its
+turn comes, one held aside once its run is taken), so they count what the loops show. `commit` then writes
+everything applied since the last commit in one transaction, before any of those requests is answered (the
+receiver groups the requests queued meanwhile behind one commit, see `batches`). If the commit fails, memory
+is reloaded from the database (the last acknowledged state) and `Unavailable` is raised, so the clients retry
+and nothing is counted twice.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .config import MonitorConfig
 from .instruments import LABEL_STATE_KEYS, Instruments
 from .loop_state import CONTRACTING, IDLE, OncallState
 from .loops import LoopState, LoopStore
-from .ordering import GUARD, HELD, LATE, MONITOR, LoopOrder, Sequencer
+from .ordering import APPLIED, GUARD, HELD, LATE, MONITOR, LoopOrder, Sequencer
 from .otlp_codec import RawSpan
 from .persistence import Database
 from .records import MutationRecord, Rejected, validate
@@ -78,6 +79,8 @@ class Engine:
         self.store = LoopStore(instruments, config.max_loops, config.loop_ttl)
         self.sequencer = Sequencer(config.order_window, config.order_wait, self._apply_in_order, self._new_episode)
         self.waiting: set[str] = set()  # loops holding spans that wait for their turn (`LoopOrder.waiting`)
+        # the spans applied since the fleet metrics last counted, each with its bounded (service, agent)
+        self._taken: list[tuple[MutationRecord, tuple[str, str]]] = []
         self.ready = False
         self.disk_error: str | None = None  # why the last write to the state file failed, until one succeeds
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxwatch-state")
@@ -147,9 +150,11 @@ class Engine:
             if record is not None:
                 records.append(record)
         now = time.time()
+        self._taken = []
         try:
-            taken = [(record, labels) for record in records if (labels := self._apply(record, now)) is not None]
-            self.instruments.observe(taken)
+            for record in records:
+                self._apply(record, now)
+            self._count_taken()
             self.store.evict_past_cap()  # past the spans: a new loop is ranked by the status they gave it
         except Exception as exc:  # a half-applied request must not reach the database
             log.exception("ctxwatch monitor: applying a request failed; reloading the last committed state")
@@ -172,11 +177,11 @@ class Engine:
         instruments.spans_rejected.inc((), sum(r.rejected for r in results))
         instruments.spans_ignored.inc((), sum(r.ignored for r in results))
 
-    def _apply(self, record: MutationRecord, now: float) -> tuple[str, str] | None:
-        """Apply one record to its loop; returns the span's own (service, agent) labels (the loop's where it
-        names none) to count it under in the fleet metrics, or None for a late span (counted in `late_spans`
-        only: the fleet metrics count what the loops take, so a duplicate, e.g. a second ``replay --otlp`` of
-        a session, is not counted twice). A late span changes nothing of its loop: not its names, not when it
+    def _apply(self, record: MutationRecord, now: float) -> None:
+        """Apply one record to its loop, or hold it (`ordering`). A late span is counted in `late_spans` only: the
+        fleet metrics count what the loops apply (`_taken`), so a duplicate, e.g. a second ``replay --otlp`` of a
+        session, is not counted twice, and a span held aside (a forgery numbered far ahead, say) only if and when
+        its run is taken. A late span, or one held aside, changes nothing of its loop: not its names, not when it
         was last seen, not its idle status."""
         store = self.store
         loop = store.get(record.loop_id)
@@ -184,30 +189,34 @@ class Engine:
             detector = ContractionDetector(self.detector_config)
             loop = LoopState(record.loop_id, record.service, record.agent,
                              self.instruments.label_pair(record.service, record.agent), detector.state, detector, now)
-            if record.sequence is not None:
-                loop.episode = record.episode  # a loop's first span sets its episode
             store.add(loop)
             store.dirty.add(loop.loop_id)
         if record.sequence is None:
             if loop.order.sequenced:
                 self.instruments.late_spans.inc(("unsequenced",))  # counted, not a cycle: the loop's guard numbers them
-                return None
+                return
             self._apply_unsequenced(loop, record, now)
+            return
+        outcome = self.sequencer.offer(loop, record, now)
+        store.dirty.add(loop.loop_id)
+        if loop.order.waiting:
+            self.waiting.add(loop.loop_id)
         else:
-            outcome = self.sequencer.offer(loop, record, now)
-            if loop.order.waiting:
-                self.waiting.add(loop.loop_id)
-            else:
-                self.waiting.discard(loop.loop_id)
-            if outcome == LATE:
-                self.instruments.late_spans.inc(("late",))
-                return None
-            if outcome == HELD:
-                self.instruments.held_spans.inc(())
-        store.touch(loop, now)
-        if loop.oncall.status == IDLE:  # it sends again: resumed with the status its spans gave
-            store.set_status(loop, loop.oncall.status_for(loop.state, self.config.refusing_for), now)
-        return self.instruments.label_pair(record.service or loop.service, record.agent or loop.agent)
+            self.waiting.discard(loop.loop_id)
+        if outcome == LATE:
+            self.instruments.late_spans.inc(("late",))
+        elif outcome != APPLIED:
+            self.instruments.held_spans.inc(())
+        if outcome == HELD:  # ahead of a missing span of its run: a sign of the loop's life
+            store.touch(loop, now)
+            if loop.oncall.status == IDLE:  # it sends again: resumed with the status its spans gave
+                store.set_status(loop, loop.oncall.status_for(loop.state, self.config.refusing_for), now)
+
+    def _count_taken(self) -> None:
+        """Count the spans applied since the last call in the fleet metrics."""
+        if self._taken:
+            self.instruments.observe(self._taken)
+            self._taken = []
 
     def _apply_unsequenced(self, loop: LoopState, record: MutationRecord, now: float) -> None:
         """A span of a guard that does not number its spans: applied in arrival order; another episode
@@ -215,15 +224,24 @@ class Engine:
         at = _span_time(record, now)
         if record.episode != loop.episode:
             if loop.episode_start is not None and at < loop.episode_start:
-                return  # a late span of the episode before: counted, not a cycle
+                self._take(loop, record, now)  # a late span of the episode before: counted, not a cycle
+                return
             self._new_episode(loop, record.episode, at)
         self._apply_in_order(loop, record, now)
+
+    def _take(self, loop: LoopState, record: MutationRecord, now: float) -> None:
+        """The loop takes one span: seen now, counted in the fleet metrics under the span's own (service, agent)
+        (the loop's where it names none) and its own agent version."""
+        self.store.touch(loop, now)
+        self._taken.append((record, self.instruments.label_pair(record.service or loop.service,
+                                                                record.agent or loop.agent)))
 
     def _apply_in_order(self, loop: LoopState, record: MutationRecord, now: float) -> None:
         """Apply one span of the loop's episode, in its turn: its own detector follows the cycle, or, once a
         cycle is missing, the loop follows the state the guard reports. (The caller marks the loop dirty.)"""
         at = _span_time(record, now)
         self.store.relabel(loop, record.service, record.agent)
+        self._take(loop, record, now)
         if record.guard_state is not None:
             loop.guard_state = record.guard_state
         order, fed, guard_cycle = loop.order, record.feeds_detector, record.guard_cycle
@@ -286,6 +304,7 @@ class Engine:
             if loop is None or not loop.order.waiting:
                 self.waiting.discard(loop_id)
         if changed:
+            self._count_taken()
             self._persist()
         return len(self.waiting)
 

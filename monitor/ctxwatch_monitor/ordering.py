@@ -16,12 +16,19 @@ for the rest of the episode (`source` = guard, with the reason) instead of guess
 
 Episodes: a span with another episode number than the loop's opens a candidate episode, buffered
 aside while the loop's own episode goes on; the loop switches to it once two spans of it (two distinct
-sequence numbers) have arrived, whatever their end times. A lower episode number (the fresh guard of a
-restarted process counts from 0 again, but so do the spans of the episodes before, arriving late)
-also needs a span of it arriving `wait` seconds or more after the last span of the loop's own
-episode. One forged span therefore cannot reset a loop's detector or clear its alarm, and it leaves
-no mark on the loop's later spans. Spans of the episode the loop left are late. The first span of a
-loop sets its episode directly.
+sequence numbers) have arrived, whatever their end times. Episodes of one guard instance are ordered (a
+guard's `new_episode` counts up): a span of an episode before the loop's, of the instance the loop follows,
+is late. A lower episode number without an instance id (the fresh guard of a restarted process of a version
+that sends none counts from 0 again, but so do the spans of the episodes before, arriving late) needs,
+besides, a span of it arriving `wait` seconds or more after the last span of the loop's own episode. One
+forged span therefore cannot reset a loop's detector or clear its alarm, and it leaves no mark on the loop's
+later spans. Spans of the episode the loop left are late.
+
+A loop's first episode: a new loop starts in episode 0. A first span of a later episode is held aside as a
+candidate like any other (the loop is `opening`: it has applied nothing), so the spans of the episodes
+before it, still on their way (a parallel flush, a collector's batch), are applied first, and the later
+episode follows once two of its spans have come; a lone one is taken for the loop's run once it has waited
+`wait` seconds (a monitor started in the middle of a guard's life), the gap before it given up at once.
 
 Guard instances: a span's `ctxwatch.guard.instance.id` names the numbering it belongs to (a guard
 process's, or a recorded session's; `ctxwatch.telemetry.sequence`). The loop follows one instance,
@@ -36,7 +43,8 @@ not; two forged spans take the loop over, as two of a new episode do (docs/monit
 Spans without an instance id behave as before instance ids existed (they are one instance).
 
 A restart that sends one span and goes quiet: the lone span of another instance is taken for a restart
-once it has waited `wait` seconds with no span of the loop's own run arriving meanwhile, provided it opens
+once it has waited `wait` seconds with no span of the loop's own run arriving in a later request (in one
+request, spans of several processes come in whatever order a collector batched them), provided it opens
 its numbering (sequence 1: what a restarted guard sends first; a straggler of an old run is numbered past
 it). The loop then starts the new run as for a confirmed restart, but the instance it left stays
 *unconfirmed* until the new instance sends a second span: until then a span of the instance left that goes
@@ -50,6 +58,9 @@ of two instances or more are not taken (which one restarted is not known).
 Candidate runs: spans of each (episode, instance) held aside are kept in their own run, the one a span came for
 last leading (`LoopOrder.candidate*`), the others set aside (`LoopOrder.rivals`, at most `MAX_RIVALS`), so a span
 of a third run makes no candidate lose the spans it sent, whatever order they come in.
+
+What the engine counts: a span held aside (a candidate run's, or far ahead) is `ASIDE`, not `HELD`: it is no
+sign of the loop's life and the fleet metrics count it only if and when its run is taken and it is applied.
 
 Jumps: a span numbered more than `window` past the furthest span of the loop's run (applied or held)
 is not held as the others are, to be applied once its gap is given up: it would become the loop's
@@ -78,9 +89,11 @@ GUARD = "guard"       # a cycle is missing: the loop follows the state the guard
 EPISODE_CONFIRMATIONS = 2  # spans of a new episode (or guard instance, or a jump) needed before the loop takes it
 MAX_RIVALS = 4             # candidate runs (episode, instance) set aside besides the one a span came for last
 MAX_LEFT_INSTANCES = 8     # guard instances a loop left whose late spans it still recognises
-APPLIED, HELD, LATE = "applied", "held", "late"  # what became of an offered span
+# what became of an offered span: applied in its turn, held ahead of a missing one of the loop's run, held aside (a
+# candidate run's, or far ahead: not the loop's run yet, perhaps never), late
+APPLIED, HELD, ASIDE, LATE = "applied", "held", "aside", "late"
 
-# what a held span keeps: enough to apply it later (the fleet metrics counted it on arrival)
+# what a held span keeps: enough to apply it later (the fleet metrics count it when it is applied)
 _STORED = (semconv.MUTATION_KIND, semconv.DECISION, semconv.HASH_DISTANCE, semconv.LITERALS_BEFORE,
            semconv.LITERALS_LOST, semconv.CONTRACTION_STATE, semconv.EPISODE, semconv.SEQUENCE,
            semconv.CONTRACTION_CYCLE, semconv.LOOP_ID, semconv.SERVICE_NAME, AGENT_NAME)
@@ -150,11 +163,25 @@ class LoopOrder:
         return key
 
     @property
+    def opening(self) -> bool:
+        """Whether the loop has applied nothing and holds nothing of its own run yet: its first numbered spans were
+        of a later episode than any it has, so held aside (spans of the episodes before may still come)."""
+        return (self.next == 1 and not self.pending and self.previous is None and not self.left
+                and self.unconfirmed is None)
+
+    @property
     def lone(self) -> MutationRecord | None:
-        """The one span of another guard instance held aside, when it opens its numbering (sequence 1): what a
-        restarted guard sends first, which `Sequencer.expire` takes for a restart once it has waited. None when
+        """The one span held aside that `Sequencer.expire` takes for the loop's run once it has waited: while the loop
+        is `opening`, the one span of its own instance's lowest episode held aside; else the one span of another
+        guard instance, when it opens its numbering (sequence 1: what a restarted guard sends first). None when
         more than one instance has sent such a lone span (which one restarted is not known)."""
-        lone = [next(iter(spans.values())) for (_, instance), _, spans in self.groups()
+        groups = self.groups()
+        if self.opening:
+            own = [next(iter(spans.values())) for (_, instance), _, spans in groups
+                   if instance == self.instance and len(spans) == 1]
+            if own:
+                return min(own, key=lambda record: record.episode)
+        lone = [next(iter(spans.values())) for (_, instance), _, spans in groups
                 if instance != self.instance and len(spans) == 1 and next(iter(spans)) == 1]
         return lone[0] if len(lone) == 1 else None
 
@@ -230,8 +257,8 @@ class Sequencer:
         self._apply, self._new_episode = apply, new_episode
 
     def offer(self, loop: Any, record: MutationRecord, now: float) -> str:
-        """Take one span: APPLIED (with those it released), HELD (ahead of a missing one, or a span of a
-        candidate episode) or LATE (counted by the caller, not applied)."""
+        """Take one span: APPLIED (with those it released), HELD (ahead of a missing one of the loop's run), ASIDE
+        (a candidate run's, or far ahead) or LATE (counted by the caller, not applied)."""
         order: LoopOrder = loop.order
         outcome = self._offer(loop, order, record, now)
         if order.unconfirmed is not None and record.instance == order.instance and outcome != LATE:
@@ -251,7 +278,7 @@ class Sequencer:
                 elif record.instance in order.left:
                     return LATE
                 else:
-                    return HELD if self._candidate(loop, record, now) else LATE
+                    return ASIDE if self._candidate(loop, record, now) else LATE
             else:
                 order.instance = record.instance  # the loop's first numbered span names the instance it follows
         if sequence == order.next and record.episode == loop.episode and not (order.pending or order.far_ahead):
@@ -259,11 +286,11 @@ class Sequencer:
             self._apply(loop, record, now)
             return APPLIED
         if record.episode != loop.episode:
-            if record.episode == order.previous:
-                return LATE
-            return HELD if self._candidate(loop, record, now) else LATE
+            if record.episode == order.previous or (record.instance is not None and record.episode < loop.episode):
+                return LATE  # the episode left, or one before it of the instance (its episodes are ordered)
+            return ASIDE if self._candidate(loop, record, now) else LATE
         if sequence - max(order.next - 1, max(order.pending, default=0)) > self.window:  # no sign of life yet
-            return HELD if self._far_ahead(loop, record, now) else LATE
+            return ASIDE if self._far_ahead(loop, record, now) else LATE
         if sequence < order.next or sequence in order.pending:
             return LATE  # a duplicate is no sign of its guard's life (it holds no lone restart span back)
         order.seen = now
@@ -282,8 +309,9 @@ class Sequencer:
 
     def expire(self, loop: Any, now: float) -> bool:
         """Give up the gap a held span has waited `wait` seconds for, and apply what follows it; take a lone
-        span of another instance that has waited as long, with none of the loop's own since, for a restart
-        (see the module docstring). Returns whether anything was applied."""
+        span that has waited as long, with none of the loop's own in a later request, for the loop's run: the
+        first span of a loop's later episode, or a restart's (see the module docstring). Returns whether anything
+        was applied."""
         order: LoopOrder = loop.order
         applied = False
         while order.pending and order.since is not None and now - order.since >= self.wait:
@@ -292,8 +320,11 @@ class Sequencer:
         lone = order.lone
         if not order.pending and lone is not None:
             _lead(order, (lone.episode, lone.instance), now)
-            if now - order.candidate_seen >= self.wait and order.seen < order.candidate_seen:
-                self._switch(loop, now, restart=True, lone=True)
+            if now - order.candidate_seen >= self.wait and order.seen <= order.candidate_seen:
+                restart = lone.instance != order.instance
+                self._switch(loop, now, restart=restart, lone=restart)
+                while order.pending:  # an opening span numbered past 1: the spans before it had as long to come
+                    self._skip_gap(loop, now, f"not received within {self.wait:g} s")
                 applied = True
         return applied
 
@@ -373,7 +404,7 @@ class Sequencer:
             raise ValueError("no candidate episode to switch to")
         while order.pending:  # what the episode left behind is applied before it ends
             self._skip_gap(loop, now, "another guard instance took the loop over" if restart else "its episode ended")
-        held, left, old = order.candidates, loop.episode, order.instance
+        held, left, old, opening = order.candidates, loop.episode, order.instance, order.opening
         self._new_episode(loop, order.candidate, now)
         if restart:  # every span of the instance left is late from now on: it cannot clear its successor's state
             if order.unconfirmed is not None:
@@ -384,7 +415,7 @@ class Sequencer:
                 order.left = (order.instance, *order.left)[:MAX_LEFT_INSTANCES]
             order.instance, order.previous = order.candidate_instance, None
         else:
-            order.previous = left
+            order.previous = None if opening else left  # an opening loop left no episode: it had none
         order.candidate, order.candidate_instance, order.candidates = None, None, {}
         # the candidate runs of the instance or episode the loop left are over: their spans are late from now on
         order.rivals = {key: value for key, value in (order.rivals or {}).items()

@@ -192,7 +192,8 @@ def test_a_lone_span_numbered_past_one_or_racing_the_loops_own_is_never_taken_fo
     loop = engine.store.get("busy")
     assert loop is not None and loop.order.lone is None and "busy" not in engine.waiting
     racing = Process("busy", FORGED)
-    engine.apply(spans_of(racing.append(), old.append()))  # arrived with a span of the loop's own guard
+    engine.apply(spans_of(racing.append()))
+    engine.apply(spans_of(old.append()))  # a span of the loop's own guard came after it
     assert not engine.sequencer.expire(loop, time.time() + 10 * engine.config.order_wait)
     assert _view(engine, "busy")["instance"] == OLD
 
