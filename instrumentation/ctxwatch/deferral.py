@@ -10,8 +10,9 @@ what the model has not read — stays verbatim and in order, and the marker's co
 Where the provider's rules forbid the marker at the frontier (Anthropic: a user turn after a user
 turn), it goes to the nearest earlier unit boundary where they allow it; where none does (every
 boundary of an Anthropic conversation that keeps its first user turn is a user turn before an
-assistant turn), its text closes the nearest consumed turn of its role before the frontier, after
-that turn's tool results. When no place is valid, there is no conversion (`validity.provider_problems`).
+assistant turn), its text closes a consumed turn of its role before the frontier, after that turn's tool
+results (`_hosts` says which first). When no place is valid, there is no conversion
+(`validity.provider_problems`).
 
 Markers stay bounded: a new plain marker folds the guard's own earlier plain markers in the consumed
 units into itself (their counts summed into its own; they are taken out of the messages they stand in
@@ -138,7 +139,7 @@ def whole_pair_conversion(messages: Sequence[Message], boundary: int, dropped: s
     units = pair_units(messages)
     frontier = next((u.stop for u in units if boundary - 1 in u), 0)
     consumed = [u for u in units if u.start < frontier]
-    ours = _own_markers(messages, frontier, own_markers)
+    ours = _own_markers(messages, own_markers)
     before = Context(tuple(messages))
     for fold in () if carried else _folds(messages, consumed, dropped, ours):  # widest first
         placed = _elided(messages, consumed, dropped, fold, frontier, carried, role=role, number=number,
@@ -152,27 +153,28 @@ def whole_pair_conversion(messages: Sequence[Message], boundary: int, dropped: s
     return Conversion(placed.messages, placed.elided, placed.units, 0, ours | placed.markers)
 
 
-def _own_markers(messages: Sequence[Message], frontier: int, own: frozenset[str]) -> frozenset[str]:
-    """The texts of `own` that stand, as a part of their own, exactly once in `messages`, before the
-    frontier: a copy (a user quoting a marker whole) makes both nobody's."""
+def _own_markers(messages: Sequence[Message], own: frozenset[str]) -> frozenset[str]:
+    """The texts of `own` that stand, as a part of their own, exactly once in `messages`: a copy (a user
+    quoting a marker whole) makes both nobody's."""
     if not own:
         return frozenset()
     seen = Counter(p.text for m in messages for p in m.parts if type(p) is TextPart and p.text in own)
-    early = {p.text for m in messages[:frontier] for p in m.parts if type(p) is TextPart and p.text in own}
-    return frozenset(t for t in early if seen[t] == 1)
+    return frozenset(t for t, n in seen.items() if n == 1)
 
 
 def _folds(messages: Sequence[Message], consumed: list[range], dropped: set[int],
            ours: frozenset[str]) -> Iterator[frozenset[str]]:
-    """The sets of our markers to try folding, widest first: all of them; those that stand alone or went
-    with a dropped unit (taking them out removes whole messages and changes none)."""
-    if not ours:
+    """The sets of our markers to try folding, widest first: all of them before the frontier; those that
+    stand alone or went with a dropped unit (taking them out removes whole messages and changes none)."""
+    found = [(u, i, p.text) for u in consumed for i in u for p in messages[i].parts
+             if type(p) is TextPart and p.text in ours]
+    if not found:
         return
-    yield ours
-    loose = frozenset(p.text for u in consumed for i in u for p in messages[i].parts
-                      if type(p) is TextPart and p.text in ours
-                      and (all(j in dropped for j in u) or _stripped(messages[i], ours) is None))
-    if loose and loose != ours:
+    every = frozenset(text for _, _, text in found)
+    yield every
+    loose = frozenset(text for u, i, text in found
+                      if all(j in dropped for j in u) or _stripped(messages[i], every) is None)
+    if loose and loose != every:
         yield loose
 
 

@@ -691,7 +691,9 @@ class ContextGuard:
         conv = _with_finding(conv, Finding(
             "prefix_identity", "the rewrite alters the consumed prefix; applied as whole-pair compaction instead: "
             f"{converted.elided} messages in {converted.units} whole units elided, its new text carried by an "
-            "elision marker at the frontier, everything after the frontier kept verbatim", action="warn"), first=True)
+            "elision marker at the frontier" + (f" (folding the guard's {converted.folded} earlier marker(s) into it)"
+                                                if converted.folded else "") +
+            ", everything after the frontier kept verbatim", action="warn"), first=True)
         return _Outcome(conv, self.bridge.to_caller(converted.messages, base.raw), "whole_pairs", converted)
 
     def _settled_as_proposed(self, evaluation: Evaluation, raw: Any, tools: list[ToolSchema] | None,

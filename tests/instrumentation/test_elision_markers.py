@@ -119,6 +119,7 @@ class PruneLoop:
         self.guard = ContextGuard(f"markers-{fmt}-{seed}", format=fmt)
         self.messages = [dict(m) for m in STARTS[fmt]]
         self.calls = self.prunings = self.elided = self.units = 0
+        self.report = None  # of the last pruning
 
     def step(self) -> list[dict]:
         """One step; the turns the model has not read yet."""
@@ -128,7 +129,7 @@ class PruneLoop:
         self.messages.extend(unread)
         proposal, dropped, exchanges_dropped = windowed_pruning(self.messages, self.fmt)
         if dropped:
-            report, context = self.guard.resolve(proposal, kind="prune")
+            report, context = self.report = self.guard.resolve(proposal, kind="prune")
             assert report.decision == "patch" and report.resolution == "whole_pairs", report.explain()
             assert report.hash_distance is None  # still an elision (deferral.elides_only): no cycle of the alarm
             self.messages = list(context)
@@ -150,6 +151,7 @@ def test_a_prune_only_loop_carries_one_marker_summing_every_elision_and_stays_in
         if not loop.prunings:
             continue
         (marker,) = markers_in(loop.messages)
+        assert ("earlier marker(s) into it" in loop.report[0].explain()) == (loop.prunings > 1)  # it says so
         assert marker == (loop.prunings, loop.elided, loop.units)  # numbered anew; every pruning's counts summed
         # the lead, the marker's message (Anthropic: it closes a consumed turn), the window, and what of the
         # exchange straddling the window's edge lies before it
@@ -178,3 +180,4 @@ def test_a_user_message_that_reads_like_a_marker_is_never_folded():
     (latest,) = [found for found in markers_in(loop.messages) if found[0] not in numbers]
     # the guard's later markers folded into one, which counts only what was pruned after the copy
     assert latest == (loop.prunings, loop.elided - before[1], loop.units - before[2])
+
