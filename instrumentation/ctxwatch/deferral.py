@@ -10,8 +10,17 @@ what the model has not read — stays verbatim and in order, and the marker's co
 Where the provider's rules forbid the marker at the frontier (Anthropic: a user turn after a user
 turn), it goes to the nearest earlier unit boundary where they allow it; where none does (every
 boundary of an Anthropic conversation that keeps its first user turn is a user turn before an
-assistant turn), its text closes the nearest consumed turn of its role before the frontier, after
-that turn's tool results. When no place is valid, there is no conversion (`validity.provider_problems`).
+assistant turn), its text closes a consumed turn of its role before the frontier, after that turn's tool
+results (`_hosts` says which first). When no place is valid, there is no conversion
+(`validity.provider_problems`).
+
+Markers stay bounded: a new plain marker folds the guard's own earlier plain markers in the consumed
+units into itself (their counts summed into its own; they are taken out of the messages they stand in
+or close, and the markers of units the proposal dropped are counted, not lost), so a loop that only
+prunes carries one marker, not one per pruning. The guard names its own markers (`own_markers`: the
+texts it wrote); a text that occurs twice (a user quoting a marker whole) is nobody's and stays. A fold
+is made only where the result is valid for the provider and still an elision by `elides_only`; else the
+markers are folded that stand alone or went with a dropped unit, else none.
 
 A pruning that only clears consumed tool results in place (the ``clear_tool_uses`` pattern: an old
 output replaced by a shorter placeholder) drops no unit, so there is nothing to elide; it keeps
@@ -27,7 +36,8 @@ rewrite cycle of the contraction alarm (docs/alarm.md "What is a cycle").
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from .diff import Change
@@ -35,8 +45,9 @@ from .model import Context, Message, Part, TextPart, ToolResult, ToolSchema
 from .validity import provider_problems
 
 ELISION_PREFIX = "[ctxwatch] earlier turns were elided"
-# the text of a marker that carries nothing of a rewrite's own (`elision_marker` without carried text)
-_PLAIN_MARKER = re.compile(re.escape(ELISION_PREFIX) + r" \(elision \d+\): \d+ messages in \d+ whole units were "
+# the text of a marker that carries nothing of a rewrite's own (`elision_marker` without carried text);
+# its groups are the counts it states (messages, units)
+_PLAIN_MARKER = re.compile(re.escape(ELISION_PREFIX) + r" \(elision \d+\): (\d+) messages in (\d+) whole units were "
                            r"removed from this conversation\.")
 
 
@@ -107,52 +118,135 @@ def pair_units(messages: Sequence[Message]) -> list[range]:
 
 @dataclass(frozen=True)
 class Conversion:
-    """A whole-pair compaction: the messages to use and how many were elided (in how many units)."""
+    """A whole-pair compaction: the messages to use, how many messages of the conversation it elided (in
+    how many units), how many of the guard's earlier markers it folded into its own, and the texts of the
+    guard's own plain markers in `messages` (what the guard passes as `own_markers` next time)."""
 
     messages: tuple[Message, ...]
     elided: int
     units: int
+    folded: int = 0
+    markers: frozenset[str] = frozenset()
 
 
 def whole_pair_conversion(messages: Sequence[Message], boundary: int, dropped: set[int], carried: str, *,
-                          role: str, number: int, format: str | None) -> Conversion | str | None:
+                          role: str, number: int, format: str | None,
+                          own_markers: frozenset[str] = frozenset()) -> Conversion | str | None:
     """Drop the consumed units whose every position is in `dropped` (positions, not contents: of two
-    identical "ok" turns, the one the proposal dropped) and place the elision marker. None when no
-    consumed unit was dropped; a one-line reason when no valid placement of the marker exists."""
+    identical "ok" turns, the one the proposal dropped) and place the elision marker, a plain one folding
+    the earlier markers of `own_markers` found before the frontier. None when no consumed unit was
+    dropped; a one-line reason when no valid placement of the marker exists."""
     units = pair_units(messages)
     frontier = next((u.stop for u in units if boundary - 1 in u), 0)
+    consumed = [u for u in units if u.start < frontier]
+    ours = _own_markers(messages, own_markers)
+    before = Context(tuple(messages))
+    for fold in () if carried else _folds(messages, consumed, dropped, ours):  # widest first
+        placed = _elided(messages, consumed, dropped, fold, frontier, carried, role=role, number=number,
+                         format=format)
+        if isinstance(placed, Conversion) and elides_only(Change.between(before, placed.messages, "prune")):
+            return Conversion(placed.messages, placed.elided, placed.units, len(fold), (ours - fold) | placed.markers)
+    placed = _elided(messages, consumed, dropped, frozenset(), frontier, carried, role=role, number=number,
+                     format=format)
+    if not isinstance(placed, Conversion):
+        return placed
+    return Conversion(placed.messages, placed.elided, placed.units, 0, ours | placed.markers)
+
+
+def _own_markers(messages: Sequence[Message], own: frozenset[str]) -> frozenset[str]:
+    """The texts of `own` that stand, as a part of their own, exactly once in `messages`: a copy (a user
+    quoting a marker whole) makes both nobody's."""
+    if not own:
+        return frozenset()
+    seen = Counter(p.text for m in messages for p in m.parts if type(p) is TextPart and p.text in own)
+    return frozenset(t for t, n in seen.items() if n == 1)
+
+
+def _folds(messages: Sequence[Message], consumed: list[range], dropped: set[int],
+           ours: frozenset[str]) -> Iterator[frozenset[str]]:
+    """The sets of our markers to try folding, widest first: all of them before the frontier; those that
+    stand alone or went with a dropped unit (taking them out removes whole messages and changes none)."""
+    found = [(u, i, p.text) for u in consumed for i in u for p in messages[i].parts
+             if type(p) is TextPart and p.text in ours]
+    if not found:
+        return
+    every = frozenset(text for _, _, text in found)
+    yield every
+    loose = frozenset(text for u, i, text in found
+                      if all(j in dropped for j in u) or _stripped(messages[i], every) is None)
+    if loose and loose != every:
+        yield loose
+
+
+def _elided(messages: Sequence[Message], consumed: list[range], dropped: set[int], fold: frozenset[str],
+            frontier: int, carried: str, *, role: str, number: int, format: str | None) -> Conversion | str | None:
+    """The conversion with the markers of `fold` taken out and their counts summed into the new one
+    (`markers`: the new one's text when it is plain); None when nothing was dropped."""
     kept: list[Message] = []
     starts: list[int] = []  # where each kept unit starts in `kept`: the places a marker may go
     elided = units_elided = 0
-    for unit in units:
-        if unit.start >= frontier:
-            break
+    carried_counts = [0, 0]  # what the folded markers say was elided
+    hosts_before: list[int] = []  # the kept turns a folded marker closed
+    for unit in consumed:
+        for i in unit:
+            for p in messages[i].parts:
+                if type(p) is TextPart and p.text in fold:
+                    counts = _PLAIN_MARKER.fullmatch(p.text)
+                    carried_counts[0] += int(counts[1])
+                    carried_counts[1] += int(counts[2])
+        stripped = [(_stripped(messages[i], fold), messages[i]) for i in unit]
+        left = [s for s, _ in stripped if s is not None]
         if all(i in dropped for i in unit):
-            units_elided += 1
-            elided += len(unit)
+            units_elided += 1 if left else 0
+            elided += len(left)
             continue
-        starts.append(len(kept))
-        kept.extend(messages[i] for i in unit)
-    if not elided:
+        if left and (not starts or starts[-1] != len(kept)):
+            starts.append(len(kept))
+        for s, m in stripped:
+            if s is not None:
+                hosts_before += [len(kept)] if s is not m else []
+                kept.append(s)
+    if not elided and not fold:
         return None
     rest = tuple(messages[frontier:])
-    marker = elision_marker(role, elided, units_elided, carried, number)
+    marker = elision_marker(role, elided + carried_counts[0], units_elided + carried_counts[1], carried, number)
+    written = frozenset() if carried else frozenset({marker.text})
     for at in [len(kept), *reversed(starts)]:
         if not _fits(kept[at - 1] if at else None, kept[at] if at < len(kept) else (rest[0] if rest else None),
                      marker, format):
             continue
         out = (*kept[:at], marker, *kept[at:], *rest)
         if not provider_problems(out, format):
-            return Conversion(out, elided, units_elided)
-    for at in reversed(range(len(kept))):  # no turn of its own fits: the marker closes a kept consumed turn
-        if kept[at].role != role:
-            continue
+            return Conversion(out, elided, units_elided, markers=written)
+    # no turn of its own fits: the marker closes a consumed turn
+    for at in _hosts(kept, role, plain=not carried, former=hosts_before):
         out = (*kept[:at], _closed_by(kept[at], marker), *kept[at + 1:], *rest)
         if not provider_problems(out, format):
-            return Conversion(out, elided, units_elided)
+            return Conversion(out, elided, units_elided, markers=written)
     return (f"no place for the elision marker gives a valid {format or 'ctxwatch'} context after eliding "
             f"{elided} messages in {units_elided} whole units: no turn of its own keeps the roles alternating, "
             f"and no consumed {role} turn before the frontier can carry it")
+
+
+def _hosts(kept: list[Message], role: str, *, plain: bool, former: list[int]) -> list[int]:
+    """The consumed turns of `role` a marker may close, in the order to try them: the nearest to the frontier
+    first. A plain marker goes first to a turn a marker it folds closed (nearest first: the marker stays
+    where it was, its counts grown), then to the oldest turn with tool results, the one a pruning that drops
+    the oldest tool pairs drops next, folding the marker into the next one (a marker carrying a rewrite's
+    text stays near the frontier, where pruning reaches it last)."""
+    nearest = [at for at in reversed(range(len(kept))) if kept[at].role == role]
+    if not plain:
+        return nearest
+    answering = [at for at in reversed(nearest) if kept[at].result_ids and at not in former]
+    return [*reversed(former), *answering, *(at for at in nearest if not kept[at].result_ids and at not in former)]
+
+
+def _stripped(message: Message, fold: frozenset[str]) -> Message | None:
+    """`message` without the marker parts of `fold` (itself when it has none); None when nothing is left."""
+    parts = tuple(p for p in message.parts if not (type(p) is TextPart and p.text in fold))
+    if len(parts) == len(message.parts):
+        return message
+    return Message(message.role, parts, id=message.id, name=message.name, extra=message.extra) if parts else None
 
 
 def results_cleared_in_place(before: Sequence[Message], after: Sequence[Message], boundary: int) -> int | str:

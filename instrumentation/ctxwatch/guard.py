@@ -162,6 +162,7 @@ class ContextGuard:
         self.passes_used = 0
         self.episode = 0
         self._elisions = 0
+        self._markers: frozenset[str] = frozenset()  # the texts of its plain elision markers in the context
         self.halted_at: int | None = None
         self._provider_cache: prompt_cache.ProviderCache | None = None  # reported, not yet on a span
 
@@ -529,6 +530,7 @@ class ContextGuard:
         if report.decision == "patch":
             if outcome.conversion is not None:
                 self._elisions += 1  # never reset (not even by new_episode): two markers are never the same
+                self._markers = outcome.conversion.markers  # a new marker folds them (deferral.py)
             self._commit(evaluation, outcome.raw, tools, report, session=outcome.resolution == "session_boundary")
             return copy_shape(outcome.raw)
         if report.decision == "defer":  # queued with the unread turns it is rebased on (applied ending with them)
@@ -680,7 +682,7 @@ class ContextGuard:
         converted = whole_pair_conversion(
             base.context.messages, base.context.boundary, {i for i, _ in change.removed},
             carried_text(change.added_messages), role=self.config.elision_role, number=self._elisions + 1,
-            format=self.bridge.format)
+            format=self.bridge.format, own_markers=self._markers)
         if converted is None:
             why = cleared if isinstance(cleared, str) else \
                 f"it changes consumed messages from message {change.prefix_len} on"
@@ -699,7 +701,9 @@ class ContextGuard:
         conv = _with_finding(conv, Finding(
             "prefix_identity", "the rewrite alters the consumed prefix; applied as whole-pair compaction instead: "
             f"{converted.elided} messages in {converted.units} whole units elided, its new text carried by an "
-            "elision marker at the frontier, everything after the frontier kept verbatim", action="warn"), first=True)
+            "elision marker at the frontier" + (f" (folding the guard's {converted.folded} earlier marker(s) into it)"
+                                                if converted.folded else "") +
+            ", everything after the frontier kept verbatim", action="warn"), first=True)
         return _Outcome(conv, self.bridge.to_caller(converted.messages, base.raw), "whole_pairs", converted)
 
     def _settled_as_proposed(self, evaluation: Evaluation, raw: Any, tools: list[ToolSchema] | None,

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
+from provider_rules import anthropic_problems, openai_problems
 
 from ctxwatch import ContextGuard, Message, TextPart, ToolCall, ToolResult, semconv
 from ctxwatch.deferral import elides_only, elision_marker
@@ -25,47 +27,6 @@ from ctxwatch.simulate.loops import converging_loop
 STEPS = 300  # what review F2's repro runs
 TOOLS = [{"name": "lookup", "description": "Units in stock for a SKU.",
           "input_schema": {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}}]
-
-
-# --- what each provider accepts (written from its documented request rules, not from ctxwatch) -------------
-def anthropic_problems(messages: list[dict]) -> list[str]:
-    out = [] if messages and messages[0]["role"] == "user" else ["the first message is not a user turn"]
-    for i, m in enumerate(messages):
-        content = m["content"]
-        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
-        if not blocks or any(b["type"] == "text" and not b["text"] for b in blocks):
-            out.append(f"message {i}: empty content or text")
-        if i and messages[i - 1]["role"] == m["role"]:
-            out.append(f"message {i}: roles do not alternate")
-        uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
-        if uses and i + 1 < len(messages):
-            following = messages[i + 1]["content"]
-            following = following if isinstance(following, list) else []
-            leading = [b.get("tool_use_id") for b in following[: len(uses)] if b["type"] == "tool_result"]
-            if sorted(leading) != sorted(uses):
-                out.append(f"message {i}: tool_use {uses} not answered first by the next turn")
-        if m["role"] == "user":
-            asked = {b["id"] for b in (messages[i - 1]["content"] if i and isinstance(messages[i - 1]["content"], list)
-                                       else []) if b["type"] == "tool_use"}
-            out += [f"message {i}: tool_result without its tool_use" for b in blocks
-                    if b["type"] == "tool_result" and b["tool_use_id"] not in asked]
-    return out
-
-
-def openai_problems(messages: list[dict]) -> list[str]:
-    out, waiting = [], set()
-    for i, m in enumerate(messages):
-        if m["role"] == "tool":
-            if m["tool_call_id"] not in waiting:
-                out.append(f"message {i}: tool message without its call just before")
-            waiting.discard(m["tool_call_id"])
-            continue
-        if waiting:
-            out.append(f"message {i}: calls {sorted(waiting)} not answered before it")
-        if m["role"] in ("user", "system") and not m["content"]:
-            out.append(f"message {i}: empty content")
-        waiting = {c["id"] for c in m.get("tool_calls") or ()}
-    return out
 
 
 # --- the loop: docs/guard.md's agent loop with tools that do not echo their input (review F2) ------------
@@ -170,11 +131,15 @@ def run(seed: int, fmt: str, *, summaries: bool) -> tuple[list[tuple[str, object
 @pytest.mark.parametrize("fmt", ["anthropic", "openai_chat"])
 def test_a_deferred_pruning_in_one_long_conversation_is_applied_and_every_context_is_valid(fmt):
     """On main the Anthropic shape kept every pruning deferred (decision defer, no resolution): the
-    context only grew. Now each one is applied as whole-pair compaction at once."""
+    context only grew. Now each one is applied as whole-pair compaction at once. The pruner keeps every
+    text turn; every marker the guard wrote and the pruner dropped with its turn is folded into the next,
+    so the markers' counts add up to one unit per pruning so far (`test_markers_on_turns_the_pruner_keeps`)."""
     rewrites, unpruned = run(4, fmt, summaries=False)
     assert len(rewrites) > 200
-    for _, report, context, unread in rewrites:
+    for number, (_, report, context, unread) in enumerate(rewrites, start=1):
         assert report.decision == "patch" and report.resolution == "whole_pairs", report.explain()
+        markers = markers_in(context)
+        assert markers[-1][0] == number and sum(units for _, units in markers) == number, (markers, report.explain())
         assert not Conversation(0, fmt).problems(context), (Conversation(0, fmt).problems(context), report.explain())
         assert context[-len(unread):] == unread  # what the model has not read comes back last, verbatim
         assert report.messages_after < report.messages_before + len(unread)
@@ -183,6 +148,26 @@ def test_a_deferred_pruning_in_one_long_conversation_is_applied_and_every_contex
     assert not any(makes_calls(m) for m in final[:-len(rewrites[-1][3])])
     marked = [m for m in final if "earlier turns were elided" in json.dumps(m)]
     assert marked and {m["role"] for m in marked} == {"user"}
+
+
+def markers_in(context: list[dict]) -> list[tuple[int, int]]:
+    """(number, units) of every elision marker in `context`."""
+    return [(int(number), int(units)) for number, units in re.findall(
+        r"elided \(elision (\d+)\): \d+ messages in (\d+) whole units", json.dumps(context))]
+
+
+@pytest.mark.parametrize("fmt", ["openai_chat", pytest.param("anthropic", marks=pytest.mark.xfail(
+    strict=True, reason="taking a marker out of the consumed turn it closes is no elision by deferral.elides_only "
+                        "yet: the rule change is in the markers helper's notes"))])
+def test_markers_on_turns_the_pruner_keeps_are_folded_into_one(fmt):
+    """The loop above: before, each pruning added a marker the pruner never dropped (the OpenAI context ended
+    with 261 of them in 342 messages; 37 Anthropic nudge turns carried up to a dozen each). Now every context
+    carries one, the newest, counting one unit per pruning. In the Anthropic shape a marker that closes a
+    turn the pruner keeps (a nudge, when no turn of tool results is left to close) stays until the rule says
+    that taking it out again is an elision."""
+    rewrites, _ = run(4, fmt, summaries=False)
+    for number, (_, report, context, _) in enumerate(rewrites, start=1):
+        assert markers_in(context) == [(number, number)], (markers_in(context), report.explain())
 
 
 @pytest.mark.parametrize("seed", range(1, 13))
