@@ -140,7 +140,7 @@ def iter_jsonl(path: Path, skip: Callable[[int, str], None],
                     raw = f.readline(1 << 20)
                 skip(lineno, f"line longer than {max_line_bytes} bytes")
                 continue
-            if not raw.strip():
+            if raw.isspace():  # blank (`raw` is never empty here); no stripped copy of every line
                 continue
             try:
                 value = parse_line(raw)

@@ -32,7 +32,7 @@ import os
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,6 @@ class ReadFrom:
 MAX_ORIGINS = 50_000
 MAX_TIMES = 1024
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 
 
 class Session:
@@ -207,4 +206,5 @@ def recorded_time_ns(value: Any) -> int | None:
         return None
     if moment.tzinfo is None:
         return None
-    return (moment - _EPOCH) // _MICROSECOND * 1000
+    since = moment - _EPOCH  # whole days, seconds and microseconds: exact
+    return (since.days * 86_400 + since.seconds) * 1_000_000_000 + since.microseconds * 1000
