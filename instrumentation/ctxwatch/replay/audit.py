@@ -290,7 +290,8 @@ class Auditor:
         kept: a resumed audit feeds spans, not a report."""
         self.detector, self._pairs_retired, self._read_any = detector, pairs_retired, True
         self.buffer.sync(after)
-        self.meter.resume(after)
+        if detector.cycle:  # `after` is the buffer after the last cycle (`watch.checkpoint.capture`); before the
+            self.meter.resume(after)  # first cycle there is none, and the next cycle's d starts from its own P_t
 
     def snapshot(self, snap: Snapshot) -> None:
         if not snap.final:
