@@ -14,10 +14,11 @@ are no cycle; r_t counts downstream literals), so the tables describe what a use
    results do not echo their input (1-4 calls a step; review F2); plus, for information,
    sentinel-drift and re-ranking loops. 2b: every healthy family run long; 2c: the quiet-tool docs loops on
    held-out seeds (HELD_OUT_HEALTHY), also fed without a count's chance spread.
-3. Every real session in the corpus, audited as `ctxwatch replay` does (every recorded mutation is
-   one rewrite cycle): per cycle d, r, the three conditions and the margin to the evidence
-   condition; the verdict with its reason; and the verdict when the session is extended by
-   repeating its last cycle five more times.
+3. Every real session in the corpus, audited as `ctxwatch replay` does, so with the guard's rule of
+   what is a cycle (`ctxwatch.cycles.no_cycle_reason`: a microcompaction, a rewind, Codex's opaque
+   remote compaction are none, listed without figures of the alarm): per cycle d, r, the three
+   conditions and the margin to the evidence condition; the verdict with its reason; and the verdict
+   when the session is extended by repeating its last cycle five more times.
 4. Sweeps of `converge_max`, `fall_ratio`, `contract_ratio`, `carried_min`, `step_ratio`, `contract_noise`,
    `confirm_noise` and `shrink_min`, one at a time: onsets caught, false alarms, and the real sessions' evidence cycles
    and smallest margin.
@@ -424,17 +425,25 @@ def corpus_table(corpus: Path, targets: Targets) -> list[Figures]:
             print(f"\n### {path.name}\n\nnot read: {audit.error}")
             summary.append(f"| {path.name} | — | not read by the session readers | — | — |")
             continue
-        verdicts = [m.verdict for m in audit.mutations]
+        verdicts = audit.verdicts
         sessions.append(figures_of(verdicts))
-        print(f"\n### {path.name} ({audit.format}, {len(verdicts)} rewrite cycle(s))")
-        if verdicts:
+        others = len(audit.mutations) - len(verdicts)
+        print(f"\n### {path.name} ({audit.format}, {len(verdicts)} rewrite cycle(s)"
+              + (f", {others} mutation(s) that are no cycle" if others else "") + ")")
+        if audit.mutations:
             print("\n| cycle | mutation | messages | d | net d | literals before | lost | r | converging | losing "
                   "| d<r | margin | state |")
             print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for m in audit.mutations:
             v = m.verdict
             where = f"line {m.line}" if m.line is not None else f"step {m.step}"
-            print(f"| {v.cycle} | {m.kind} ({m.source}, {where}) | {m.messages.before} -> {m.messages.after} | "
+            mutation = f"{m.kind} ({m.source}, {where}) | {m.messages.before} -> {m.messages.after}"
+            if v is None:  # no cycle of the alarm: its literals, nothing the detector is fed
+                lost = f"{m.hidden} hidden" if m.hidden is not None else str(len(m.lost))
+                print(f"| — | {mutation} | — | — | {m.literals_before} | {lost} | — | — | — | — | — "
+                      f"| no cycle: {m.no_cycle} |")
+                continue
+            print(f"| {v.cycle} | {mutation} | "
                   f"{v.d:.3f} | {v.d_net:.3f} | {v.literals_before} | {v.literals_lost} | {v.r:.3f} | "
                   f"{_yes(v.shrinking)} | {_yes(v.losing)} | {_yes(v.below)} | {_cycle_margin(v)} | {v.state} |")
         margins = [v.margin for v in verdicts if v.margin is not None]

@@ -18,26 +18,25 @@ For cycle t, with P_t the buffer before the rewrite and Q_t the buffer after it:
   (a literal the rewrite moved into a tool result, or into a longer literal, survives), and
   ``r_t = L_t / |downstream(P_t)|`` (0 when there are none).
 
-A pure append (P_t a prefix of Q_t) is not a cycle: the guard does not feed the detector then, and
-neither does `CycleMeter.cycle`. Nor, in the guard, is an elision (`deferral.elides_only`: a change
-that only removes messages or clears old tool output, adding nothing of its own but a plain elision
-marker; it reworks no earlier rewrite's output, which is what record 003's contraction is made of):
-the guard does not measure it for the detector, so its span carries no hash distance and the monitor
-does not feed its detector with it either (`semconv.feeds_detector`). `CycleMeter` measures what it
-is given (replay gives it every recorded mutation; the simulated loops never elide).
+Which changes are cycles is one rule, `no_cycle_reason(change)`, which the guard, `CycleMeter` (so the
+simulated loops and the calibration), `ctxwatch replay` and, through the spans, the monitor all follow
+(docs/alarm.md "What is a cycle"). A change is **no** rewrite cycle of the alarm when it is
 
-An *opaque* rewrite is not a cycle either: one whose added messages hold a provider compaction the
-client cannot read (`hides_rewritten_content`: OpenAI Responses' ``compaction`` item, whose summary is
-``encrypted_content``; Anthropic's ``compaction`` block as the adapters read it, an `OpaquePart`). The
-downstream literals it removes from view may be behind the stand-in, so they are *hidden*, not lost:
-L_t and r_t are unknown, and a cycle whose loss is unknown is no evidence for or against the regime.
-Its figures say so (`CycleFigures.opaque`, `feeds_detector` false): the guard does not feed the
-detector with it, puts neither d nor a lost count on its span (``ctxwatch.literals.hidden`` instead, so
-the monitor, which feeds the cycles that carry d, skips it too) and keeps Q_{t-1} where it was: the
-next cycle's d spans the opaque rewrite, like appends made in between (docs/alarm.md, "Opaque
-compactions"). `ctxwatch replay` (and the calibration's corpus section, which audits as replay does)
-still feeds such a rewrite with what left the readable context as lost: not yet changed.
-A rewrite that drops literals in the clear, with no opaque stand-in, is measured as before.
+- an *append* (P_t a prefix of Q_t);
+- *opaque*: its added messages hold a provider compaction the client cannot read
+  (`hides_rewritten_content`: OpenAI Responses' ``compaction`` item, whose summary is
+  ``encrypted_content``; Anthropic's ``compaction`` block as the adapters read it, an `OpaquePart`). The
+  downstream literals it removes from view may be behind the stand-in, so they are *hidden*
+  (`CycleFigures.hidden`), not lost: L_t and r_t are unknown, and a cycle whose loss is unknown is no
+  evidence for or against the regime;
+- an *elision* (`deferral.elides_only`): it only removes messages or parts of them, or replaces old tool
+  output by a short placeholder that carries nothing of it, adding nothing of its own but a plain elision
+  marker; it reworks no earlier rewrite's output, which is what record 003's contraction is made of.
+
+Such a change is still measured where the caller reports it (its literals before, and lost or hidden),
+but it has no d_t, the detector is not fed, its span carries no ``ctxwatch.hash.distance`` (so the monitor
+does not feed its detector with it either, `semconv.feeds_detector`) and Q_{t-1} stays the buffer after
+the last cycle: the next cycle's d spans it, like appends made in between.
 """
 
 from __future__ import annotations
@@ -46,6 +45,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .deferral import elides_only
 from .diff import Change
 from .fingerprint import BufferFingerprint, Fingerprinter, distance
 from .literals import LiteralRegistry
@@ -62,38 +62,60 @@ def hides_rewritten_content(added: Iterable[Message]) -> bool:
     return any(type(p) is OpaquePart and p.kind in OPAQUE_COMPACTION_KINDS for m in added for p in m.parts)
 
 
+APPEND, OPAQUE, ELISION = "append", "opaque", "elision"  # why a change is no cycle (`no_cycle_reason`)
+
+
+def no_cycle_reason(change: Change) -> str | None:
+    """The one rule of what is a rewrite cycle of the contraction alarm: None when `change` is one, else why
+    it is not: `APPEND` (Q_t extends P_t), `OPAQUE` (it adds a provider compaction the client cannot read:
+    its loss is unknown) or `ELISION` (it writes nothing of its own, `deferral.elides_only`)."""
+    if change.is_append_only:
+        return APPEND
+    if hides_rewritten_content(change.added_messages):
+        return OPAQUE
+    if elides_only(change):
+        return ELISION
+    return None
+
+
 @dataclass(frozen=True)
 class CycleFigures:
-    """What one cycle feeds the detector, the lost values (never sent anywhere) and the fingerprint
-    of Q_t (the caller keeps it as the next cycle's Q_{t-1} once the rewrite is applied).
+    """The figures of one measured change: what a cycle feeds the detector, the lost values (never sent
+    anywhere) and the fingerprint of Q_t (the guard keeps it as the next cycle's Q_{t-1} once the rewrite
+    is applied; None where `CycleMeter` had no need of it: a change that is no cycle).
 
-    `lost` is what left the readable context. For an opaque rewrite (`opaque`: it adds a provider
-    compaction the client cannot read) those literals are hidden behind the compaction, not known lost:
-    the cycle feeds no detector (`feeds_detector`), and the guard reports `lost` as `hidden`."""
+    `no_cycle` says why the change is no cycle of the alarm (`no_cycle_reason`; None: it is one); then
+    `d` is None. The downstream literals that left the readable context are `lost`, or, for an opaque
+    rewrite, `hidden` (behind the compaction, not known lost: `lost` is empty and r unknown)."""
 
-    d: float
+    d: float | None
     literals_before: int
     literals_lost: int
     lost: frozenset[str]
-    fp_after: BufferFingerprint
-    opaque: bool = False
+    fp_after: BufferFingerprint | None
+    no_cycle: str | None = None
+    hidden: frozenset[str] = frozenset()
 
     @property
-    def r(self) -> float:
-        """The literal-loss rate r_t (for an opaque rewrite: the share that left the readable context)."""
+    def is_cycle(self) -> bool:
+        """Whether the change is a rewrite cycle of the alarm (the detector is fed its d and r)."""
+        return self.no_cycle is None
+
+    @property
+    def r(self) -> float | None:
+        """The literal-loss rate r_t (0 when there were no literals); None for an opaque rewrite (unknown)."""
+        if self.no_cycle == OPAQUE:
+            return None
         return self.literals_lost / self.literals_before if self.literals_before else 0.0
-
-    @property
-    def feeds_detector(self) -> bool:
-        """Whether the cycle is one of the contraction detector's: its literal loss is known (not opaque)."""
-        return not self.opaque
 
 
 def measure_cycle(change: Change, fp_before: BufferFingerprint, last_rewrite: BufferFingerprint | None,
-                  registry: LiteralRegistry, counts: Mapping[str, int]) -> CycleFigures:
+                  registry: LiteralRegistry, counts: Mapping[str, int], *, no_cycle: str | None) -> CycleFigures:
     """The figures of the rewrite `change` (P_t = ``change.before``, Q_t = ``change.after``), given the
-    fingerprint of P_t, that of the buffer after the previous applied rewrite (None: first cycle) and
-    `counts`, how many messages of P_t hold each of its literals (so the loss costs the change's size)."""
+    fingerprint of P_t, that of the buffer after the previous cycle of the alarm (None: first cycle),
+    `counts`, how many messages of P_t hold each of its literals (so the loss costs the change's size), and
+    `no_cycle`, ``no_cycle_reason(change)`` (the caller has it already). fp(Q_t) is always computed: the
+    guard follows its buffer's fingerprint through every change."""
     removed: Counter[str] = Counter()
     for m in change.removed_messages:
         removed.update(registry.of(m))
@@ -103,32 +125,37 @@ def measure_cycle(change: Change, fp_before: BufferFingerprint, last_rewrite: Bu
         return {lit for lit in candidates if counts.get(lit, 0) > removed[lit] or lit in added}
 
     fp_after = fp_before.updated(change.removed_messages, change.added_messages)
-    return _figures(change, last_rewrite if last_rewrite is not None else fp_before, fp_after, registry, held_after)
+    d = None if no_cycle is not None else distance(last_rewrite if last_rewrite is not None else fp_before, fp_after)
+    return _figures(change, d, fp_after, no_cycle, registry, held_after)
 
 
-def _figures(change: Change, base: BufferFingerprint, fp_after: BufferFingerprint, registry: LiteralRegistry,
-             held_after: Callable[[set[str]], set[str]], extends: Sequence[int] | None = None) -> CycleFigures:
-    """d from `base` (Q_{t-1}, or P_1) to Q_t; the downstream literals of P_t; the lost ones: the
-    downstream literals of the removed messages that `held_after` does not find in Q_t (`extends`: a
-    digest list P_t's extend, when the caller knows one; hidden behind Q_t when the rewrite adds an opaque
-    provider compaction: `opaque`)."""
+def _figures(change: Change, d: float | None, fp_after: BufferFingerprint | None, no_cycle: str | None,
+             registry: LiteralRegistry, held_after: Callable[[set[str]], set[str]],
+             extends: Sequence[int] | None = None) -> CycleFigures:
+    """The figures of `change`, given its d (None: no cycle) and fp(Q_t): the downstream literals of P_t,
+    and the downstream literals of the removed messages that `held_after` does not find in Q_t, lost (or
+    hidden behind Q_t when the rewrite is opaque). `extends`: a digest list P_t's extend, when the caller
+    knows one."""
     candidates = registry.downstream_of_all(change.removed_messages)
-    lost = frozenset(candidates - held_after(candidates))
+    gone = frozenset(candidates - held_after(candidates))
     before = registry.downstream_count(change.before.messages, change.before_digests, rewrite=(
         change.removed_messages, change.added_messages, change.after_digests), extends=extends)
-    return CycleFigures(distance(base, fp_after), before, len(lost), lost, fp_after,
-                        hides_rewritten_content(change.added_messages))
+    if no_cycle == OPAQUE:
+        return CycleFigures(d, before, 0, frozenset(), fp_after, no_cycle, gone)
+    return CycleFigures(d, before, len(gone), gone, fp_after, no_cycle)
 
 
 class CycleMeter:
     """Measures successive (P_t, Q_t) pairs of whole buffers as the guard does (`measure_cycle`'s
-    figures), keeping the fingerprint of the last post-rewrite buffer as the guard does.
+    figures, the cycles by `no_cycle_reason`), keeping the fingerprint of the buffer after the last cycle
+    as the guard does.
 
     Whole buffers let it skip what the guard gets from its running state: fp(Q_t) is computed from
     fp(Q_{t-1}) (only the messages that differ between the two; a compaction's epoch in between is
-    never fingerprinted) and whether Q_t holds a lost literal is looked up in Q_t itself
-    (`LiteralRegistry.held_by`), so tool output is extracted only where a candidate appears. The
-    figures are the same, bit for bit (tests/instrumentation/test_cycles.py)."""
+    never fingerprinted), and not at all for a change that is no cycle (its d is not measured), and
+    whether Q_t holds a lost literal is looked up in Q_t itself (`LiteralRegistry.held_by`), so tool
+    output is extracted only where a candidate appears. The figures are the same, bit for bit
+    (tests/instrumentation/test_cycles.py)."""
 
     def __init__(self, fingerprinter: Fingerprinter | None = None,
                  registry: LiteralRegistry | None = None) -> None:
@@ -138,12 +165,12 @@ class CycleMeter:
         self._last_digests: list[int] = []
 
     def resume(self, post: Sequence[Message]) -> None:
-        """Take `post` as the buffer after the last applied rewrite (an audit resumed after it: its fingerprint
-        is that of `post`'s messages, as `measure` left it)."""
+        """Take `post` as the buffer after the last cycle (an audit resumed after it: its fingerprint is that
+        of `post`'s messages, as `measure` left it)."""
         self._last, self._last_digests = self.fingerprinter.buffer(post), [m.digest for m in post]
 
     def measure(self, pre: Sequence[Message], post: Sequence[Message]) -> CycleFigures:
-        """The figures of the rewrite P_t -> Q_t, recorded as applied."""
+        """The figures of the change P_t -> Q_t, recorded as applied (a cycle moves Q_{t-1})."""
         return self.measure_change(Change.between(Context(tuple(pre)), tuple(post), "rewrite"))
 
     def measure_change(self, change: Change, held_after: Callable[[set[str]], set[str]] | None = None,
@@ -153,26 +180,31 @@ class CycleMeter:
         when the caller follows Q_t's literals itself, says which candidates Q_t holds (as
         `LiteralRegistry.held_by` of ``change.after`` would); `extends`, when the caller knows it, is a
         digest list that ``change.before_digests`` extend: when it is the very list of the previous
-        change's Q_{t-1}, P_t is not compared with Q_{t-1} again (nor by the downstream tally)."""
-        return self._measure(change, held_after, extends)
+        cycle's Q_{t-1}, P_t is not compared with Q_{t-1} again (nor by the downstream tally, whose
+        previous buffer is the previous change's)."""
+        return self._measure(change, no_cycle_reason(change), held_after, extends)
 
     def cycle(self, pre: Sequence[Message], post: Sequence[Message]) -> CycleFigures | None:
-        """As `measure`, but None for a pure append (Q_t extends P_t), which is no rewrite cycle."""
+        """As `measure`, but None for a change that is no rewrite cycle of the alarm (`no_cycle_reason`: a pure
+        append, an elision, an opaque compaction), which is then not measured."""
         change = Change.between(Context(tuple(pre)), tuple(post), "rewrite")
-        return None if change.is_append_only else self._measure(change)
+        no_cycle = no_cycle_reason(change)
+        return None if no_cycle is not None else self._measure(change, no_cycle)
 
-    def _measure(self, change: Change, held_after: Callable[[set[str]], set[str]] | None = None,
+    def _measure(self, change: Change, no_cycle: str | None, held_after: Callable[[set[str]], set[str]] | None = None,
                  extends: Sequence[int] | None = None) -> CycleFigures:
-        if self._last is None:
-            base = self.fingerprinter.buffer(change.before.messages)
-            fp_after = base.updated(change.removed_messages, change.added_messages)
-        else:
-            base = self._last
-            fp_after = self._fingerprint_after(change, extends is self._last_digests)
-        figures = _figures(change, base, fp_after, self.registry,
-                           held_after or (lambda candidates: self.registry.held_by(change.after, candidates)), extends)
-        self._last, self._last_digests = figures.fp_after, change.after_digests
-        return figures
+        d = fp_after = None
+        if no_cycle is None:
+            if self._last is None:
+                base = self.fingerprinter.buffer(change.before.messages)
+                fp_after = base.updated(change.removed_messages, change.added_messages)
+            else:
+                base = self._last
+                fp_after = self._fingerprint_after(change, extends is self._last_digests)
+            d = distance(base, fp_after)
+            self._last, self._last_digests = fp_after, change.after_digests
+        return _figures(change, d, fp_after, no_cycle, self.registry,
+                        held_after or (lambda candidates: self.registry.held_by(change.after, candidates)), extends)
 
     def _fingerprint_after(self, change: Change, extends_last: bool = False) -> BufferFingerprint:
         """fp(Q_t) from fp(Q_{t-1}), by the shorter way (both give the same sums): through P_t when P_t

@@ -37,13 +37,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .diff import Change
+from .literals import LiteralRegistry
 from .model import Context, Message, Part, TextPart, ToolResult, ToolSchema
 from .validity import provider_problems
 
+T = TypeVar("T")
 ELISION_PREFIX = "[ctxwatch] earlier turns were elided"
 # the text of a marker that carries nothing of a rewrite's own (`elision_marker` without carried text);
 # its groups are the counts it states (messages, units)
@@ -281,32 +284,77 @@ def _clears_results(old: Message, new: Message) -> bool:
 
 def elides_only(change: Change) -> bool:
     """Whether `change` only elides: it removes messages, and each message it adds is a removed one with
-    tool-result outputs cleared (no larger) and, at its end, plain elision markers (`elision_marker` with
-    no carried text), or such a marker alone, and what it keeps stays in order. It writes nothing of its
-    own, so it reworks no earlier rewrite's output (record 003): no rewrite cycle. False for a change
-    that removes nothing, and for a re-rank."""
+    parts left out, tool-result outputs replaced by a placeholder (`is_placeholder`), and plain elision
+    markers (`elision_marker` with no carried text) dropped from or added at its end, or such a marker
+    alone; what it keeps stays in order. It writes nothing of its own, so it reworks no earlier rewrite's
+    output (record 003): no rewrite cycle of the alarm (`ctxwatch.cycles.no_cycle_reason`). False for a
+    change that removes nothing, for a re-rank, for an added message with no part, and for a marker or a
+    cleared output that carries text of what it replaced (a summary: a rewrite)."""
     removed = change.removed_messages
     if not removed or not change.kept_order_preserved:
         return False
-    at = 0  # removed and added are in order: an elided message follows the one it elides
-    for new in change.added_messages:
-        if _plain_marker_parts(new.parts):
-            continue
-        while at < len(removed) and not _elided_from(removed[at], new):
+    # removed and added are in order: an elided message follows the one it elides
+    written = [new for new in change.added_messages if not (new.parts and _plain_marker_parts(new.parts))]
+    return _each_follows(removed, written, _elided_from)
+
+
+def _each_follows(olds: Sequence[T], news: Sequence[T], kept_as: Callable[[T, T], bool]) -> bool:
+    """Whether each of `news` is `kept_as` one of `olds`, in order (a later new, a later old)."""
+    at = 0
+    for new in news:
+        while at < len(olds) and not kept_as(olds[at], new):
             at += 1
-        if at == len(removed):
+        if at == len(olds):
             return False
         at += 1
     return True
 
 
-def _elided_from(old: Message, new: Message) -> bool:
-    """`new` is `old` with tool-result outputs cleared and plain markers closing it."""
-    if len(new.parts) < len(old.parts) or not _plain_marker_parts(new.parts[len(old.parts):]):
+# the longest tool-result placeholder: a one-line label ("[Old tool result content cleared]", "[cleared]",
+# "Old environment output: (40 lines omitted)"), not a summary of what it replaced
+PLACEHOLDER_MAX_CHARS = 120
+# a placeholder holding this many characters in a row of the output it replaced (or all of a shorter one) carries it
+CARRIED_RUN = 16
+_PLACEHOLDER_LITERALS = LiteralRegistry()  # the default patterns: the rule does not depend on a guard's setup
+
+
+def is_placeholder(old: ToolResult, new: ToolResult) -> bool:
+    """Whether `new` is `old`'s output replaced by a placeholder that carries nothing of it: the same call,
+    a text of at most `PLACEHOLDER_MAX_CHARS` characters holding no literal (default patterns) of the
+    output it replaced and no `CARRIED_RUN` characters in a row of it (all of it, when it is shorter)."""
+    if new.call_id != old.call_id:
         return False
-    head = Message(new.role, new.parts[:len(old.parts)], id=new.id, name=new.name, extra=new.extra) \
-        if len(new.parts) > len(old.parts) else new
-    return head.digest == old.digest or _clears_results(old, head)
+    text, was = new.text(), old.text()
+    if len(text) > PLACEHOLDER_MAX_CHARS:
+        return False
+    run = min(CARRIED_RUN, len(was))
+    if run and any(text[i:i + run] in was for i in range(len(text) - run + 1)):
+        return False
+    carried = _PLACEHOLDER_LITERALS.extract(text)
+    return not carried or carried.isdisjoint(_PLACEHOLDER_LITERALS.extract(was))
+
+
+def _elided_from(old: Message, new: Message) -> bool:
+    """`new` is `old` with parts left out, tool-result outputs replaced by placeholders and plain markers
+    taken from or put at its end."""
+    if (new.role, new.id, new.name) != (old.role, old.id, old.name) or not new.parts:
+        return False
+    # a subsequence of old's parts, each the same or a cleared tool result
+    return _each_follows(_without_markers(old.parts), _without_markers(new.parts), _kept_as)
+
+
+def _kept_as(old: Part, new: Part) -> bool:
+    if old == new:
+        return True
+    return type(old) is ToolResult and type(new) is ToolResult and is_placeholder(old, new)
+
+
+def _without_markers(parts: Sequence[Part]) -> Sequence[Part]:
+    """`parts` without the plain elision markers closing them."""
+    end = len(parts)
+    while end and _plain_marker_parts(parts[end - 1:end]):
+        end -= 1
+    return parts[:end]
 
 
 def _plain_marker_parts(parts: Sequence[Part]) -> bool:

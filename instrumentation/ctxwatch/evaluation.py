@@ -35,7 +35,11 @@ class Evaluation:
     pressure: int | None
     findings: tuple[Finding, ...]
     decision: Decision
-    hidden: int | None = None     # an opaque rewrite (`ctxwatch.cycles`): the downstream literals it hid; None: not one
+    # an opaque rewrite (`ctxwatch.cycles`): the literals it hid, on the basis `literals_before` and `lost` count
+    # (the alarm's downstream literals when the rewrite was measured, else every protected literal the
+    # literal_loss check saw: `CycleFigures.hidden`, `LiteralDiff.hidden`); None: not one
+    hidden: int | None = None
+    cycle: bool = False           # a rewrite cycle of the alarm (`cycles.no_cycle_reason`)
 
     @property
     def halts_for_contraction(self) -> bool:

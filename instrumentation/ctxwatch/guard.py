@@ -40,12 +40,11 @@ from . import decision as decisions
 from . import semconv
 from .config import DEFAULT_PASS_CAP, GuardConfig, check_deferral, check_on_refusal
 from .contraction import ContractionDetector, CycleVerdict, DetectorConfig
-from .cycles import hides_rewritten_content, measure_cycle
+from .cycles import OPAQUE, hides_rewritten_content, measure_cycle, no_cycle_reason
 from .deferral import (
     Conversion,
     DeferralQueue,
     carried_text,
-    elides_only,
     results_cleared_in_place,
     whole_pair_conversion,
 )
@@ -758,7 +757,9 @@ class ContextGuard:
 
         lost: frozenset[str] = frozenset()
         literals_before = len(base.literal_counts)
-        hidden: int | None = None  # an opaque rewrite's hidden literals (None: not one, or not counted)
+        # whether the rewrite is a cycle of the alarm: the one rule (`cycles.no_cycle_reason`), kept on the evaluation
+        no_cycle = no_cycle_reason(change) if rewrite else None
+        hidden: int | None = None  # an opaque rewrite's hidden literals (None: not one)
         pressure: int | None = None
 
         def pass_cap() -> list[Finding]:
@@ -784,29 +785,28 @@ class ContextGuard:
                     failed("literal_loss", exc)
                 else:
                     lost = diff.lost
-                    if hides_rewritten_content(change.added_messages):
+                    if no_cycle == OPAQUE:
                         hidden = len(diff.hidden)
                     run("literal_loss", lambda: check_literal_loss(diff))
             run("pass_cap", pass_cap)
         findings = decisions.apply_table(findings, enforcement)
         decision = decisions.decide(findings)
         fp_after = d = verdict = None
-        # an elision (`elides_only`) is measured as every rewrite is, but it is no cycle of the alarm: the
+        # a change that is no cycle (an elision, an opaque rewrite) is measured as every rewrite is, but the
         # detector does not judge it and its report carries no hash distance (`semconv.feeds_detector`)
-        is_cycle = rewrite and not elides_only(change)
+        is_cycle = rewrite and no_cycle is None
         measured = rewrite and decision == "patch" and config.tracks_fingerprint
         if measured:
             try:  # the alarm's one measurement of this cycle, previewed: the detector moves only at commit
-                cycle = measure_cycle(change, base.fp, self._fp_last_rewrite, self.literals, base.literal_counts)
-                fp_after, literals_before = cycle.fp_after, cycle.literals_before
-                if not cycle.feeds_detector:  # an opaque rewrite: its loss is unknown, no cycle of the alarm
-                    hidden = cycle.literals_lost
-                else:
-                    lost = cycle.lost
-                    if is_cycle:
-                        d = cycle.d
-                        verdict = self.detector.preview(cycle.d, cycle.literals_before, cycle.literals_lost,
-                                                        size_after(base, change))
+                cycle = measure_cycle(change, base.fp, self._fp_last_rewrite, self.literals, base.literal_counts,
+                                      no_cycle=no_cycle)
+                fp_after, literals_before, lost = cycle.fp_after, cycle.literals_before, cycle.lost
+                if no_cycle == OPAQUE:  # its loss is unknown: the downstream literals it hid
+                    hidden = len(cycle.hidden)
+                if cycle.d is not None:
+                    d = cycle.d
+                    verdict = self.detector.preview(cycle.d, cycle.literals_before, cycle.literals_lost,
+                                                    size_after(base, change))
             except Exception as exc:
                 fp_after = d = verdict = None
                 failed("contraction", exc)
@@ -824,7 +824,7 @@ class ContextGuard:
         return Evaluation(base=base, change=change, rewrite=rewrite, pairs_after=pairs_after,
                           orphans=(tuple(orphans[0]), tuple(orphans[1])), literals_before=literals_before,
                           lost=lost, fp_after=fp_after, distance=d, verdict=verdict, pressure=pressure,
-                          findings=tuple(findings), decision=decision, hidden=hidden)
+                          findings=tuple(findings), decision=decision, hidden=hidden, cycle=is_cycle)
 
     @staticmethod
     def _rebased_on_unread(change: Change, base: ConsumedState,
@@ -862,8 +862,7 @@ class ContextGuard:
                 order = [positions.get(d, -1) for d in change.after_digests]
             self.provenance.record(kind=change.kind, pass_number=self.passes_used, removed=change.removed,
                                    added=change.added, order=order)
-            # Q_{t-1}: after the last cycle of the alarm (an opaque rewrite or an elision is none)
-            if evaluation.hidden is None and (evaluation.distance is not None or not elides_only(change)):
+            if evaluation.cycle:  # Q_{t-1}: after the last cycle of the alarm
                 self._fp_last_rewrite = state.fp
             self.registry.forget_calls(state.pairs.calls)
         self._after_commit(change.after)

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxwatch import Message, TextPart, ToolCall, ToolResult
-from ctxwatch.cycles import CycleMeter, measure_cycle
+from ctxwatch.cycles import APPEND, OPAQUE, CycleFigures, CycleMeter, measure_cycle, no_cycle_reason
 from ctxwatch.diff import Change
 from ctxwatch.fingerprint import Fingerprinter, distance
 from ctxwatch.literals import LiteralRegistry
@@ -26,34 +26,50 @@ from ctxwatch.sessions import Mutation, read_session
 Pair = tuple[Sequence[Message], Sequence[Message]]
 
 
-def recomputed(pairs: list[Pair]) -> list[tuple[float, int, frozenset[str]]]:
-    """(d, downstream literals of P_t, lost) of every rewrite among the pairs, each from scratch."""
+Figures = tuple[str | None, float | None, int, frozenset[str], frozenset[str]]  # why no cycle, d, before, lost, hidden
+
+
+def recomputed(pairs: list[Pair]) -> list[Figures]:
+    """(why it is no cycle, d, downstream literals of P_t, lost, hidden) of every change among the pairs that
+    is no pure append, each from scratch: d only for a cycle, from the buffer after the last cycle."""
     fingerprints, registry = Fingerprinter(), LiteralRegistry()
     last, out = None, []
     for pre, post in pairs:
         if [m.digest for m in post[: len(pre)]] == [m.digest for m in pre]:
             continue  # a pure append is no cycle
+        reason = no_cycle_reason(Change.between(Context(tuple(pre)), tuple(post), "rewrite"))
         after = fingerprints.buffer(post)
-        d = distance(last if last is not None else fingerprints.buffer(pre), after)
+        d = None if reason else distance(last if last is not None else fingerprints.buffer(pre), after)
         gone = Counter(m.digest for m in pre) - Counter(m.digest for m in post)
         removed = []
         for m in pre:
             if gone[m.digest] > 0:
                 gone[m.digest] -= 1
                 removed.append(m)
-        lost = registry.downstream_of_all(removed) - registry.of_all(post)
-        out.append((d, len(registry.downstream_of_all(pre)), frozenset(lost)))
-        last = after
+        left = frozenset(registry.downstream_of_all(removed) - registry.of_all(post))
+        lost, hidden = (frozenset(), left) if reason == OPAQUE else (left, frozenset())
+        out.append((reason, d, len(registry.downstream_of_all(pre)), lost, hidden))
+        if reason is None:
+            last = after
     return out
 
 
-def metered(pairs: list[Pair]) -> list[tuple[float, int, frozenset[str]]]:
-    meter = CycleMeter()
-    return [(f.d, f.literals_before, f.lost) for f in map(lambda p: meter.cycle(*p), pairs) if f is not None]
+def _figures(f: CycleFigures) -> Figures:
+    return f.no_cycle, f.d, f.literals_before, f.lost, f.hidden
 
 
-def guarded(pairs: list[Pair]) -> list[tuple[float, int, frozenset[str]]]:
-    """As the guard calls it: its running fingerprint and literal counts of P_t."""
+def metered(pairs: list[Pair]) -> list[Figures]:
+    """`CycleMeter.measure` of every pair that is no append; `CycleMeter.cycle`, on a meter of its own, gives the
+    cycles among them."""
+    meter, cycles = CycleMeter(), CycleMeter()
+    out = [_figures(f) for f in (meter.measure(*p) for p in pairs) if f.no_cycle != APPEND]
+    assert [_figures(f) for f in map(lambda p: cycles.cycle(*p), pairs) if f is not None] == [
+        f for f in out if f[0] is None]
+    return out
+
+
+def guarded(pairs: list[Pair]) -> list[Figures]:
+    """As the guard calls it: its running fingerprint and literal counts of P_t, Q_{t-1} moved by cycles only."""
     fingerprints, registry = Fingerprinter(), LiteralRegistry()
     last, out = None, []
     for pre, post in pairs:
@@ -61,10 +77,12 @@ def guarded(pairs: list[Pair]) -> list[tuple[float, int, frozenset[str]]]:
         if change.is_append_only:
             continue
         counts = Counter(lit for m in pre for lit in registry.of(m))
-        figures = measure_cycle(change, fingerprints.buffer(pre), last, registry, counts)
+        figures = measure_cycle(change, fingerprints.buffer(pre), last, registry, counts,
+                                no_cycle=no_cycle_reason(change))
         assert figures.fp_after == fingerprints.buffer(post)
-        out.append((figures.d, figures.literals_before, figures.lost))
-        last = figures.fp_after
+        out.append(_figures(figures))
+        if figures.is_cycle:
+            last = figures.fp_after
     return out
 
 
@@ -84,7 +102,7 @@ CORPUS_PAIRS = corpus_pairs()
 @pytest.mark.parametrize(("name", "pairs"), CORPUS_PAIRS, ids=[name for name, _ in CORPUS_PAIRS])
 def test_every_corpus_cycle_is_measured_as_its_full_recomputation(name, pairs):
     expected = recomputed(pairs)
-    assert expected, f"{name}: no rewrite cycle"
+    assert expected, f"{name}: no rewrite"
     assert metered(pairs) == expected
     assert guarded(pairs) == expected
 
@@ -159,17 +177,18 @@ def test_a_registered_pattern_resets_the_downstream_count():
     assert registry.downstream_count(buffer) == 1
 
 
-def test_rewinds_of_a_long_buffer_are_measured_as_their_full_recomputation():
-    """P_t extends Q_{t-1} by a turn and Q_t drops the last two turns: the shape where `CycleMeter`
-    reaches fp(Q_t) through P_t rather than from the messages Q_{t-1} and Q_t do not share."""
+def test_small_rewrites_of_a_long_buffer_are_measured_as_their_full_recomputation():
+    """P_t extends Q_{t-1} by a turn and Q_t rewrites the last two turns into a note: the shape where
+    `CycleMeter` reaches fp(Q_t) through P_t rather than from the messages Q_{t-1} and Q_t do not share.
+    (Dropping them without the note is a rewind, an elision: no cycle, and its d is not measured.)"""
     buffer = [Message("user", [TextPart(f"turn {i} of ORD-{1000 + i} in /srv/app/m{i}.py")]) for i in range(40)]
     pairs = []
     for i in range(6):
         pre = buffer + [Message("assistant", [TextPart(f"retry {i} E{1200 + i}")])]
-        buffer = pre[:-2]
+        buffer = [*pre[:-2], Message("assistant", [TextPart(f"note {i}: retried")])]
         pairs.append((pre, buffer))
     expected = recomputed(pairs)
-    assert len(expected) == 6 and all(lost for _, _, lost in expected)
+    assert len(expected) == 6 and all(reason is None and lost for reason, _, _, lost, _ in expected)
     assert metered(pairs) == expected
     assert guarded(pairs) == expected
 

@@ -97,9 +97,10 @@ def test_the_rule_reads_both_providers_compactions_and_no_other_opaque_item() ->
 def test_cycle_figures_mark_an_opaque_rewrite_as_no_detector_cycle() -> None:
     before = to_messages(turns(range(5)), "openai_responses")
     figures = CycleMeter().measure(before, to_messages(opaque(turns(range(5)), 0), "openai_responses"))
-    assert figures.opaque and not figures.feeds_detector and figures.literals_lost > 0
+    assert figures.no_cycle == "opaque" and not figures.is_cycle and figures.d is None and figures.r is None
+    assert figures.hidden and not figures.lost and figures.literals_lost == 0
     clear = CycleMeter().measure(before, to_messages(readable([], 0), "openai_responses"))
-    assert not clear.opaque and clear.feeds_detector
+    assert clear.is_cycle and clear.d is not None and clear.r is not None
 
 
 def test_the_monitor_reads_an_opaque_rewrites_loss_rate_as_unknown_and_feeds_no_cycle() -> None:

@@ -156,15 +156,13 @@ def markers_in(context: list[dict]) -> list[tuple[int, int]]:
         r"elided \(elision (\d+)\): \d+ messages in (\d+) whole units", json.dumps(context))]
 
 
-@pytest.mark.parametrize("fmt", ["openai_chat", pytest.param("anthropic", marks=pytest.mark.xfail(
-    strict=True, reason="taking a marker out of the consumed turn it closes is no elision by deferral.elides_only "
-                        "yet: the rule change is in the markers helper's notes"))])
+@pytest.mark.parametrize("fmt", ["openai_chat", "anthropic"])
 def test_markers_on_turns_the_pruner_keeps_are_folded_into_one(fmt):
     """The loop above: before, each pruning added a marker the pruner never dropped (the OpenAI context ended
     with 261 of them in 342 messages; 37 Anthropic nudge turns carried up to a dozen each). Now every context
     carries one, the newest, counting one unit per pruning. In the Anthropic shape a marker that closes a
-    turn the pruner keeps (a nudge, when no turn of tool results is left to close) stays until the rule says
-    that taking it out again is an elision."""
+    turn the pruner keeps (a nudge, when no turn of tool results is left to close) is taken off again when
+    the next one folds it (an elision: docs/alarm.md, "What is a cycle")."""
     rewrites, _ = run(4, fmt, summaries=False)
     for number, (_, report, context, _) in enumerate(rewrites, start=1):
         assert markers_in(context) == [(number, number)], (markers_in(context), report.explain())

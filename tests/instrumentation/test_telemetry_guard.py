@@ -160,8 +160,9 @@ def test_with_capture_on_a_policy_finding_names_the_message_not_its_text():
 
 
 def test_grown_turns_with_a_new_tool_list_are_reported_as_the_schema_change_the_guard_checks():
-    # the guard evaluates it as a rewrite (schema check, a pass, a contraction cycle): its span must say
-    # so, or the monitor, which skips appends, would miss a cycle the guard's detector counted
+    # the guard evaluates it as a rewrite (schema check, a pass): its span must say so. Its messages only
+    # grew, so it is no rewrite cycle of the alarm (`cycles.no_cycle_reason`: an append): no hash distance,
+    # and neither the guard's detector nor the monitor's counts it
     pipeline = Pipeline()
     guard = ContextGuard("loop-tools", pass_cap=None, telemetry=pipeline.telemetry)
     guard.observe([system("You are a careful agent."), user("look up ORD-12345")])
@@ -172,7 +173,8 @@ def test_grown_turns_with_a_new_tool_list_are_reported_as_the_schema_change_the_
         assert pipeline.last().attributes[semconv.MUTATION_KIND] == "schema_change"
         assert semconv.is_applied_rewrite(report.kind, report.decision)
         tool = {**tool, "function": {**tool["function"], "name": "lookup_v2"}}
-    assert guard.passes_used == guard.detector.cycle == 2
+        assert semconv.HASH_DISTANCE not in pipeline.last().attributes
+    assert guard.passes_used == 2 and guard.detector.cycle == 0
 
 
 @pytest.mark.parametrize("declared", ["compact", "prune", "rewrite", "schema_change"])

@@ -4,8 +4,12 @@
 turns each `Mutation` into a `MutationAudit`: its kind and source record, how many messages were
 kept, dropped, added, elided or rewritten in place, sizes before and after (characters of
 readable text), the tool ids it orphaned (record 000's `introduced_orphans`), the protected
-literals it lost (listed), the hash distance and the contraction verdict of the cycle (the same
-`ctxwatch.cycles.CycleMeter` and `ContractionDetector` the guard and the calibration use). The buffers are
+literals it lost (listed), and, when it is a rewrite cycle of the alarm, the hash distance and the
+contraction verdict of the cycle (the same `ctxwatch.cycles.CycleMeter` and `ContractionDetector` the
+guard and the calibration use). Which mutations are cycles is the guard's rule
+(`ctxwatch.cycles.no_cycle_reason`): an elision (a Claude Code microcompaction, a rewind) or an opaque
+compaction (Codex's remote compaction) is reported with its figures, the literals it hid for an opaque
+one, but has no cycle number and no verdict, and the detector is not fed. The buffers are
 dropped as soon as they are measured, so memory follows the current buffer, not the file.
 
 Tool pairs are checked on the buffer at the end of each epoch (just before each mutation, and the
@@ -32,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..contraction import ContractionDetector, CycleVerdict, DetectorConfig
-from ..cycles import CycleMeter
+from ..cycles import OPAQUE, CycleMeter
 from ..diff import Change
 from ..errors import InvalidContextError
 from ..invariants.pairing import PairIndex, introduced_orphans, strict_for
@@ -68,9 +72,12 @@ class ToolIdAt:
 
 @dataclass(frozen=True)
 class MutationAudit:
-    """One recorded context mutation, measured (no message text kept, only lost literal values)."""
+    """One recorded context mutation, measured (no message text kept, only lost literal values). A mutation
+    that is no rewrite cycle of the alarm (`no_cycle` says why, `ctxwatch.cycles.no_cycle_reason`) has
+    neither `cycle` nor `verdict`; an opaque one counts the downstream literals it `hidden` instead of
+    losing any."""
 
-    cycle: int
+    cycle: int | None
     kind: str
     source: str
     step: int
@@ -83,17 +90,36 @@ class MutationAudit:
     orphaned_results: tuple[str, ...]
     literals_before: int
     lost: tuple[str, ...]
-    verdict: CycleVerdict
+    verdict: CycleVerdict | None
     trigger: str | None = None
     pre_tokens: int | None = None
     summary_line: int | None = None
     summary_chars: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
     in_flight: tuple[ToolIdAt, ...] = ()  # calls awaiting their result that this mutation dropped
+    no_cycle: str | None = None  # why it is no cycle of the alarm (None: it is one)
+    hidden: int | None = None  # an opaque mutation: the downstream literals it took out of the readable context
 
     @property
-    def hash_distance(self) -> float:
-        return self.verdict.d
+    def hash_distance(self) -> float | None:
+        return None if self.verdict is None else self.verdict.d
+
+    @property
+    def literals_lost(self) -> int | None:
+        """How many literals it lost (None for an opaque mutation: unknown)."""
+        return None if self.hidden is not None else len(self.lost)
+
+    @property
+    def name(self) -> str:
+        """How the report's notes name it: ``cycle 2``, or ``prune at line 371`` when it is no cycle."""
+        return f"{self.kind} at {self.where}" if self.cycle is None else f"cycle {self.cycle}"
+
+    @property
+    def label(self) -> str:
+        """How its findings name it: ``cycle 2 (compact at line 372)``, ``prune at line 371 (no cycle: elision)``."""
+        if self.cycle is None:
+            return f"{self.name} (no cycle: {self.no_cycle})"
+        return f"{self.name} ({self.kind} at {self.where})"
 
     @property
     def orphans(self) -> int:
@@ -102,22 +128,28 @@ class MutationAudit:
     def findings(self, fail_on_literal_loss: bool = False) -> list[Finding]:
         """The guard's findings on this mutation; `action` is ``warn`` for what is only reported."""
         out: list[Finding] = []
+        label = self.label
         if self.orphans:
-            out.append(Finding("tool_pairing", f"cycle {self.cycle} ({self.kind} at {self.where}) orphans "
+            out.append(Finding("tool_pairing", f"{label} orphans "
                                f"{len(self.orphaned_calls)} tool call(s) and {len(self.orphaned_results)} "
                                f"tool result(s): {', '.join((self.orphaned_calls + self.orphaned_results)[:5])}",
                                details={"cycle": self.cycle}))
         if self.in_flight:
-            out.append(Finding("tool_pairing", f"cycle {self.cycle} ({self.kind} at {self.where}) drops "
+            out.append(Finding("tool_pairing", f"{label} drops "
                                f"{len(self.in_flight)} tool call(s) in flight, their result never arrived: "
                                + ", ".join(f"{t.id} ({t.where})" for t in self.in_flight[:5]),
                                action="warn", details={"cycle": self.cycle}))
         if self.lost:
-            out.append(Finding("literal_loss", f"cycle {self.cycle} ({self.kind} at {self.where}) loses "
+            out.append(Finding("literal_loss", f"{label} loses "
                                f"{len(self.lost)} of {self.literals_before} protected literals",
                                action="abort" if fail_on_literal_loss else "warn", details={"cycle": self.cycle}))
-        if self.verdict.entered:
-            out.append(Finding("contraction", f"cycle {self.cycle} ({self.kind} at {self.where}) enters the "
+        if self.hidden:  # as the guard's literal_loss check words it: nothing is known lost, so only a warning
+            out.append(Finding("literal_loss", f"{label} takes {self.hidden} of {self.literals_before} protected "
+                               "literals out of the readable context behind an opaque provider compaction (whether "
+                               "its summary keeps them is unknown; none is counted as lost)",
+                               action="warn", details={"cycle": None}))
+        if self.verdict is not None and self.verdict.entered:
+            out.append(Finding("contraction", f"{label} enters the "
                                f"contraction regime (onset cycle {self.verdict.onset}): net d="
                                f"{self.verdict.d_net:.3f} < r={self.verdict.r:.3f} while distances shrink and "
                                "literals are lost",
@@ -150,9 +182,14 @@ class SessionAudit:
         return self.error is None
 
     @property
+    def verdicts(self) -> list[CycleVerdict]:
+        """The verdicts of the mutations that are rewrite cycles of the alarm, in order."""
+        return [m.verdict for m in self.mutations if m.verdict is not None]
+
+    @property
     def state(self) -> str:
         """``contracting`` if the detector entered the contraction regime at any cycle."""
-        return "contracting" if any(m.verdict.entered for m in self.mutations) else "healthy"
+        return "contracting" if any(v.entered for v in self.verdicts) else "healthy"
 
     def session_findings(self) -> list[Finding]:
         """Findings on the session rather than on one mutation: unpaired ids in recorded buffers."""
@@ -170,7 +207,7 @@ class SessionAudit:
 
     def explain(self) -> str:
         """One line: the contraction verdict and why (see `explain_cycles`)."""
-        return explain_cycles([m.verdict for m in self.mutations], self.config)
+        return explain_cycles(self.verdicts, self.config)
 
 
 def explain_cycles(verdicts: Sequence[CycleVerdict], config: DetectorConfig) -> str:
@@ -253,7 +290,8 @@ class Auditor:
         kept: a resumed audit feeds spans, not a report."""
         self.detector, self._pairs_retired, self._read_any = detector, pairs_retired, True
         self.buffer.sync(after)
-        self.meter.resume(after)
+        if detector.cycle:  # `after` is the buffer after the last cycle (`watch.checkpoint.capture`); before the
+            self.meter.resume(after)  # first cycle there is none, and the next cycle's d starts from its own P_t
 
     def snapshot(self, snap: Snapshot) -> None:
         if not snap.final:
@@ -278,14 +316,17 @@ class Auditor:
         in_flight = tuple(self._at(cid, m.where) for cid in in_flight_ids)
         change = Change(Context(m.before), m.after, "rewrite", digests_before, buf.digests, shared=keep)
         figures = self.meter.measure_change(change, buf.held, last if grown == len(last) else None)
-        verdict = self.detector.update(figures.d, figures.literals_before, figures.literals_lost, buf.size)
+        verdict = None if figures.d is None else self.detector.update(
+            figures.d, figures.literals_before, figures.literals_lost, buf.size)
         audit = MutationAudit(
-            cycle=verdict.cycle, kind=m.kind, source=m.source, step=m.step, where=m.where, line=m.line,
+            cycle=None if verdict is None else verdict.cycle, kind=m.kind, source=m.source, step=m.step,
+            where=m.where, line=m.line,
             messages=message_counts(change), size_before=size_before, size_after=buf.size,
             orphaned_calls=tuple(calls), orphaned_results=tuple(results), literals_before=figures.literals_before,
             lost=tuple(sorted(figures.lost)), verdict=verdict, trigger=m.trigger, pre_tokens=m.pre_tokens,
             summary_line=m.summary_line, summary_chars=m.summary.size if m.summary is not None else None,
-            details=dict(m.details), in_flight=in_flight)
+            details=dict(m.details), in_flight=in_flight, no_cycle=figures.no_cycle,
+            hidden=len(figures.hidden) if figures.no_cycle == OPAQUE else None)
         self.audit.mutations.append(audit)
         return audit
 

@@ -4,7 +4,10 @@
 step at which the recorded buffer grew it emits an ``append`` span, and for every recorded mutation
 a span of that mutation's kind, both through `ctxwatch.telemetry.MutationTelemetry` — the very code
 the guard ends its spans with — from a `Report` carrying the audit's figures (sizes, literals before
-and lost, orphans, hash distance, contraction state). A recorded mutation was applied by the agent,
+and lost, orphans, hash distance, contraction state). A mutation that is no rewrite cycle of the alarm
+(an elision, an opaque compaction: `ctxwatch.cycles.no_cycle_reason`) carries no hash distance, as the
+guard's span of the same change does not, and an opaque one ``ctxwatch.literals.hidden`` instead of a
+lost count; so it is no detector cycle of the monitor either. A recorded mutation was applied by the agent,
 so its decision is ``patch``; what the guard would have refused is listed in ``ctxwatch.warnings``.
 Every recorded buffer was sent to the model, so a mutation's
 ``ctxwatch.cache.invalidated.*`` count from its first difference to the end of the buffer before it.
@@ -118,9 +121,9 @@ class Backfill(Observer):
 
     def mutation(self, mutation: Mutation, audit: MutationAudit) -> None:
         self._grow_to(mutation.before, mutation.line)
-        self.cycles, self.state = audit.cycle, audit.verdict.state
+        if audit.verdict is not None:  # a cycle of the alarm: one more detector cycle (else as the guard's span
+            self.cycles, self.state = audit.verdict.cycle, audit.verdict.state  # of it: no hash distance)
         findings = [replace(f, action="warn") for f in audit.findings()]
-        v = audit.verdict
         current = self.current  # at the buffer before: its digests, and the prefix it shares with the one after
         before_digests, keep = current.digests, current.shared(mutation.after)
         current.sync(mutation.after, keep)
@@ -128,11 +131,12 @@ class Backfill(Observer):
                                   current.digests, shared=keep))  # every message before was consumed
         self._emit(Report(
             loop_id=self.loop_id, kind=audit.kind, decision="patch", findings=findings,
-            messages_before=len(mutation.before), messages_after=len(mutation.after), pass_number=audit.cycle,
+            messages_before=len(mutation.before), messages_after=len(mutation.after), pass_number=self.cycles,
             pass_cap=None, agent=self.agent, size_before=audit.size_before, size_after=audit.size_after,
-            hash_distance=v.d, literals_before=v.literals_before, literals_lost=v.literals_lost,
-            lost_literals=frozenset(audit.lost), orphans_tool_use=len(audit.orphaned_calls),
-            orphans_tool_result=len(audit.orphaned_results), contraction_state=v.state,
+            hash_distance=audit.hash_distance, literals_before=audit.literals_before, literals_lost=len(audit.lost),
+            literals_hidden=audit.hidden, lost_literals=frozenset(audit.lost),
+            orphans_tool_use=len(audit.orphaned_calls), orphans_tool_result=len(audit.orphaned_results),
+            contraction_state=self.state,
             invalidated_chars=cost.chars, invalidated_tokens=cost.tokens, tokens_before=mutation.pre_tokens),
             mutation.line)
 

@@ -58,7 +58,9 @@ def _y(d: float) -> float:
 
 
 def chart(mutations: Sequence[MutationAudit], title: str) -> str:
-    """The inline SVG chart of d against r for one session's cycles."""
+    """The inline SVG chart of d against r for one session's cycles (a mutation that is no cycle of the
+    alarm has neither and is not plotted)."""
+    mutations = [m for m in mutations if m.verdict is not None]
     parts = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
              f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" data-cycles="{len(mutations)}">',
              f"<title>{escape(title)}</title>",
@@ -107,7 +109,7 @@ def _mutation_table(mutations: Sequence[MutationAudit]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in HEADERS)
     rows = []
     for m in mutations:
-        cls = ' class="finding"' if m.orphans or m.verdict.entered else ""
+        cls = ' class="finding"' if m.orphans or (m.verdict is not None and m.verdict.entered) else ""
         cells = "".join(f"<td>{escape(c)}</td>" for c in mutation_row(m))
         rows.append(f"<tr{cls}>{cells}</tr>")
     return f'<table class="mutations"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
@@ -121,7 +123,8 @@ def _lost_literals(mutations: Sequence[MutationAudit]) -> str:
         listed = " ".join(f"<code>{escape(v)}</code>" for v in m.lost[:_LITERALS_LISTED])
         more = (f" … and {len(m.lost) - _LITERALS_LISTED} more (all in --json)"
                 if len(m.lost) > _LITERALS_LISTED else "")
-        out.append(f"<details><summary>cycle {m.cycle}: {len(m.lost)} literal(s) lost</summary>"
+        name = m.name
+        out.append(f"<details><summary>{escape(name)}: {len(m.lost)} literal(s) lost</summary>"
                    f"<p>{listed}{escape(more)}</p></details>")
     return "".join(out)
 

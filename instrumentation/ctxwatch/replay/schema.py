@@ -3,7 +3,11 @@
 `SCHEMA` and `SCHEMA_VERSION` name it. Within a version, fields are only ever added, never renamed,
 removed or retyped; a consumer should ignore fields it does not know. Sizes are characters of
 readable message text; `line` is a 1-based line number of the session file (null for
-single-document formats, which give `where` as a JSON path instead).
+single-document formats, which give `where` as a JSON path instead). A mutation that is no rewrite
+cycle of the alarm (`MutationAudit.no_cycle`) has ``cycle``, ``hash_distance``, ``loss_rate`` and
+``contraction`` null and says why in ``no_cycle``; an opaque one's ``literals.lost`` is null and
+``literals.hidden`` counts the literals it took out of the readable context (both keys only on such
+mutations, so a cycle's entry is as it always was).
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ SCHEMA_VERSION = 1
 def mutation_json(m: MutationAudit, fail_on_literal_loss: bool = False) -> dict[str, Any]:
     v = m.verdict
     c = m.messages
-    return {
+    literals: dict[str, Any] = {"before": m.literals_before, "lost": m.literals_lost, "lost_values": list(m.lost)}
+    if m.hidden is not None:
+        literals["hidden"] = m.hidden
+    out = {
         "cycle": m.cycle,
         "kind": m.kind,
         "source": m.source,
@@ -35,15 +42,19 @@ def mutation_json(m: MutationAudit, fail_on_literal_loss: bool = False) -> dict[
                      "elided": c.elided, "rewritten": c.rewritten},
         "size": {"before": m.size_before, "after": m.size_after},
         "orphans": {"tool_use": list(m.orphaned_calls), "tool_result": list(m.orphaned_results)},
-        "literals": {"before": v.literals_before, "lost": v.literals_lost, "lost_values": list(m.lost)},
-        "hash_distance": round(v.d, 6),
-        "loss_rate": round(v.r, 6),
-        "contraction": {"state": v.state, "evidence": v.evidence, "shrinking": v.shrinking, "losing": v.losing,
-                        "below": v.below, "entered": v.entered, "left": v.left, "onset": v.onset},
+        "literals": literals,
+        "hash_distance": None if v is None else round(v.d, 6),
+        "loss_rate": None if v is None else round(v.r, 6),
+        "contraction": None if v is None else {
+            "state": v.state, "evidence": v.evidence, "shrinking": v.shrinking, "losing": v.losing,
+            "below": v.below, "entered": v.entered, "left": v.left, "onset": v.onset},
         "findings": [finding_json(f) for f in m.findings(fail_on_literal_loss)],
         "details": dict(m.details),
         "in_flight_dropped": [tool_id_json(t) for t in m.in_flight],
     }
+    if m.no_cycle is not None:
+        out["no_cycle"] = m.no_cycle
+    return out
 
 
 def tool_id_json(t: ToolIdAt) -> dict[str, Any]:
@@ -55,7 +66,7 @@ def finding_json(f: Finding) -> dict[str, Any]:
 
 
 def session_json(a: SessionAudit, fail_on_literal_loss: bool = False) -> dict[str, Any]:
-    entered = next((m.verdict for m in a.mutations if m.verdict.entered), None)
+    entered = next((v for v in a.verdicts if v.entered), None)
     return {
         "path": a.path,
         "status": "ok" if a.readable else "unreadable",

@@ -46,11 +46,17 @@ def quote(literal: str, limit: int = 60) -> str:
 
 
 def mutation_row(m: MutationAudit) -> tuple[str, ...]:
+    """The cells of one mutation; one that is no cycle of the alarm has no number, d, r or state (``—``,
+    and ``no cycle: elision`` or ``no cycle: opaque``), and an opaque one's literals read ``N hidden/M``."""
     c, v = m.messages, m.verdict
+    cells = (m.where, m.kind, m.source, f"{c.before} -> {c.after}", f"{c.kept}/{c.dropped}/{c.added}/{c.elided}",
+             f"{m.size_before:,} -> {m.size_after:,}", str(m.orphans))
+    if v is None:
+        shown = f"{m.hidden} hidden" if m.hidden is not None else str(len(m.lost))
+        literals = f"{shown}/{m.literals_before}"
+        return ("—", *cells, literals, "—", "—", f"no cycle: {m.no_cycle}")
     state = v.state + (" (entered)" if v.entered else " (left)" if v.left else "")
-    return (str(m.cycle), m.where, m.kind, m.source, f"{c.before} -> {c.after}",
-            f"{c.kept}/{c.dropped}/{c.added}/{c.elided}", f"{m.size_before:,} -> {m.size_after:,}",
-            str(m.orphans), f"{v.literals_lost}/{v.literals_before}", f"{v.d:.3f}", f"{v.r:.3f}", state)
+    return (str(m.cycle), *cells, f"{v.literals_lost}/{v.literals_before}", f"{v.d:.3f}", f"{v.r:.3f}", state)
 
 
 def session_header(a: SessionAudit) -> str:
@@ -65,27 +71,34 @@ def session_notes(a: SessionAudit, literals_shown: int, fail_on_literal_loss: bo
     """The lines under the table: lost literals, orphans, summaries, verdict, findings."""
     out = []
     for m in a.mutations:
+        name = m.name
         if m.summary_chars is not None:
             at = f" at line {m.summary_line}" if m.summary_line is not None else ""
-            out.append(f"cycle {m.cycle}: summary of {m.summary_chars:,} chars{at}"
+            out.append(f"{name}: summary of {m.summary_chars:,} chars{at}"
                        + (f", trigger {m.trigger}" if m.trigger else "")
                        + (f", {m.pre_tokens:,} tokens before" if m.pre_tokens is not None else ""))
         elif "cleared_results" in m.details:
-            out.append(f"cycle {m.cycle}: {m.details['cleared_results']} tool result(s) cleared in place "
+            out.append(f"{name}: {m.details['cleared_results']} tool result(s) cleared in place "
                        f"({m.details['compacted_tool_ids']} named)"
                        + (f", trigger {m.trigger}" if m.trigger else "")
                        + (f", {m.pre_tokens:,} tokens before" if m.pre_tokens is not None else "")
                        + (f", {m.details['tokens_saved']:,} saved" if "tokens_saved" in m.details else ""))
         if m.orphans:
-            out.append(f"cycle {m.cycle}: orphaned calls {list(m.orphaned_calls)}, "
+            out.append(f"{name}: orphaned calls {list(m.orphaned_calls)}, "
                        f"orphaned results {list(m.orphaned_results)}")
         if m.in_flight:
-            out.append(f"cycle {m.cycle}: dropped {len(m.in_flight)} tool call(s) in flight (no result arrived): "
+            out.append(f"{name}: dropped {len(m.in_flight)} tool call(s) in flight (no result arrived): "
                        + ", ".join(f"{t.id} ({t.where})" for t in m.in_flight))
         if m.lost and literals_shown:
             shown = ", ".join(quote(v) for v in m.lost[:literals_shown])
             more = f" (+{len(m.lost) - literals_shown} more)" if len(m.lost) > literals_shown else ""
-            out.append(f"cycle {m.cycle}: lost {len(m.lost)} literal(s): {shown}{more}")
+            out.append(f"{name}: lost {len(m.lost)} literal(s): {shown}{more}")
+        if m.hidden is not None:
+            out.append(f"{name}: an opaque compaction (its summary is not readable): {m.hidden} of "
+                       f"{m.literals_before} literal(s) left the readable context, whether they are kept is "
+                       "unknown; no cycle of the alarm")
+        elif m.no_cycle is not None:
+            out.append(f"{name}: an elision (it writes nothing of its own): no cycle of the alarm")
     inherited = a.facts.get("inherited_compaction")
     if inherited:
         summary = inherited.get("summary") or {}
@@ -144,7 +157,7 @@ def render_rich(audits: Sequence[SessionAudit], console: Console, *, exit_code: 
                 table.add_column(header, justify="right" if i in _RIGHT else "left",
                                  overflow="fold")
             for m in a.mutations:
-                style = "red" if m.orphans or m.verdict.state == "contracting" else None
+                style = "red" if m.orphans or (m.verdict is not None and m.verdict.state == "contracting") else None
                 table.add_row(*(escape(printable(cell)) for cell in mutation_row(m)), style=style)
             console.print(table)
         else:

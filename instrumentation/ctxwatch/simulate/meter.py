@@ -1,8 +1,9 @@
 """Run the contraction detector over a simulated loop's cycles, measured as the guard measures them.
 
-Each (P_t, Q_t) pair goes through `ctxwatch.cycles.CycleMeter.cycle` — the guard's measurement —
-so a pair where Q_t only extends P_t (a summarizer under its budget) is no cycle, exactly as the
-guard does not feed its detector on an append.
+Each (P_t, Q_t) pair goes through `ctxwatch.cycles.CycleMeter.cycle` — the guard's measurement and its
+rule of what is a cycle (`ctxwatch.cycles.no_cycle_reason`) — so a pair where Q_t only extends P_t (a
+summarizer under its budget), an elision or an opaque compaction is no cycle, exactly as the guard does
+not feed its detector with them.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ class Judged(NamedTuple):
 
 def judge(pairs: Iterable[tuple[Sequence[Message], Sequence[Message]]],
           config: DetectorConfig | None = None) -> list[Judged]:
-    """Measure every rewrite among the (P_t, Q_t) pairs and feed a fresh detector (pure appends
-    are skipped, as the guard skips them)."""
+    """Measure every rewrite cycle among the (P_t, Q_t) pairs and feed a fresh detector (pure appends,
+    elisions and opaque compactions are skipped, as the guard skips them)."""
     meter, detector = CycleMeter(), ContractionDetector(config)
     out = []
     for t, (pre, post) in enumerate(pairs, 1):

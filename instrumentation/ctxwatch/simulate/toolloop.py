@@ -76,10 +76,12 @@ class StockAgent:
                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": result}]}]
 
     def fold(self, messages: list[dict]) -> list[dict]:
-        """The really naive summarizer: the oldest 60% after `keep_first` become one user turn naming nothing."""
+        """The really naive summarizer: the oldest 60% after `keep_first` become one user turn naming nothing
+        but how far it goes (a new note each fold: one that repeated the last word for word would only
+        delete what follows it, an elision, no rewrite cycle of the alarm)."""
         head, body = messages[:self.keep_first], messages[self.keep_first:]
         cut = fold_cut(body, self.fmt)
-        return head + [{"role": "user", "content": count_note(cut)}] + body[cut:]
+        return head + [{"role": "user", "content": f"{count_note(cut)} (to turn {self.turn})"}] + body[cut:]
 
 
 def fold_cut(body: list[dict], fmt: str) -> int:

@@ -120,10 +120,14 @@ def buffer_digest(buffer: tuple[Message, ...]) -> str:
 def capture(mutation: Mutation, tail: Tail, session: Session, auditor: Auditor,
             backfill: Backfill) -> ResumePoint | None:
     """The resume point after `mutation`, just measured, or None when it starts no epoch (not a compaction
-    its format's epochs start at, or the reader is not at the record holding the buffer it left)."""
+    its format's epochs start at, or the reader is not at the record holding the buffer it left) or is no
+    rewrite cycle of the alarm after one that was (an opaque compaction: the next cycle's d is measured from
+    the buffer after the last cycle, which a resume point does not hold; with no cycle before, there is none)."""
     epochs = EPOCHS.get(session.format)
     at = mutation.summary_line if epochs is not None and epochs.reread else mutation.line
     if epochs is None or mutation.source != epochs.source or at is None or at != tail.line:
+        return None
+    if not auditor.audit.mutations or (auditor.audit.mutations[-1].cycle is None and auditor.detector.cycle):
         return None
     offset, line = (tail.line_start, tail.line - 1) if epochs.reread else (tail.offset, tail.line)
     return ResumePoint(session.format, offset, line, tail.line_start, buffer_digest(mutation.after), mutation.step,
