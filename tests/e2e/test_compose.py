@@ -149,6 +149,16 @@ def test_monitors_listen_where_they_are_reached() -> None:
 
 
 @pytest.mark.skipif(not shutil.which("promtool"), reason="needs Debian's prometheus package (promtool)")
+def test_monitors_behind_a_collector_admit_as_many_requests_from_it_as_in_all() -> None:
+    """Every ingest request reaches a compose monitor from its collector's address, so the per-client
+    limit is raised to the whole limit there (docs/operations.md, "Connections and fairness")."""
+    from ctxwatch_monitor.config import load_config
+
+    for name in MONITORS:
+        config = load_config([], environ=services()[name]["environment"] | {"CTXWATCH_MONITOR_TOKEN_FILE": ""})
+        assert config.max_inflight_per_client == config.max_inflight, name
+
+
 def test_prometheus_scrapes_the_monitor_and_alerts_to_alertmanager() -> None:
     [config_arg] = [a for a in services()["prometheus"]["command"] if a.startswith("--config.file=")]
     path = host_path("prometheus", config_arg.removeprefix("--config.file="))
