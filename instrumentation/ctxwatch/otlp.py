@@ -215,8 +215,18 @@ def _session_noting_refusals(pipeline: OtlpPipeline) -> requests.Session | None:
     return session
 
 
+_SIGNAL_PATHS = ("/v1/traces", "/v1/metrics")
+
+
 def _signal_url(endpoint: str | None, path: str) -> str | None:
-    return None if endpoint is None else endpoint.rstrip("/") + path
+    """The signal's URL under the base URL `endpoint`; a signal's own URL given as the base (a user
+    passing ``.../v1/traces``) stands for its base."""
+    if endpoint is None:
+        return None
+    base = endpoint.rstrip("/")
+    for signal in _SIGNAL_PATHS:
+        base = base.removesuffix(signal)
+    return base + path
 
 
 def _resource(service_name: str | None, loop_id: str | None,

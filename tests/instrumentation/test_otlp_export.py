@@ -162,6 +162,19 @@ def test_a_mutation_span_and_its_metrics_arrive_over_otlp_http_and_decode_to_the
 
 
 # --- a broken collector ----------------------------------------------------------------------------
+def test_a_signals_own_url_given_as_the_endpoint_stands_for_its_base():
+    """`--otlp http://host:4318/v1/traces` (the traces URL, as OTEL_EXPORTER_OTLP_TRACES_ENDPOINT takes it)
+    reached /v1/traces/v1/traces, a 404 (review note); both signals now go where the base URL sends them."""
+    with receiver() as rx:
+        pipeline = otlp.build(endpoint=rx.url + "/v1/traces/", service_name="support", export_interval_s=60)
+        telemetry = MutationTelemetry(pipeline.tracer_provider, pipeline.meter_provider, environ={})
+        telemetry.start(loop_id="loop-r", kind="compact", pass_number=1, pass_cap=8).end(abort_report())
+        assert pipeline.force_flush(timeout_s=10)
+        assert pipeline.shutdown(timeout_s=10)
+        assert [span.name for _, _, span in rx.spans()] == ["ctxwatch compact"]
+        assert semconv.MUTATIONS.name in rx.metric_units()
+
+
 def closed_port_url() -> str:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
