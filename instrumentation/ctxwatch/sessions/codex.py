@@ -23,6 +23,12 @@ record (only items and state markers), so no compaction is read from such a roll
 
 A record written twice is read twice: Codex rebuilds a resumed history by recording every item of the rollout in
 order (no id merges them), so that is what it sends.
+
+A call whose output was never recorded (the user interrupted the tool: ``turn_aborted``, then new input) is
+answered as Codex answers it before it sends the history (``ContextManager::normalize_history``,
+``ensure_call_outputs_present``): an output ``"aborted"`` right after the call (``custom_tool_call_output`` for a
+custom tool call, else ``function_call_output``), from the next request on. So it is neither an orphan nor
+pending; a call still unanswered at the end of the file stays pending.
 """
 
 from __future__ import annotations
@@ -78,6 +84,7 @@ def events(session: Session) -> Iterator[Event]:
     buffer: list[Message] = list(start.buffer) if start is not None else []
     step, last_line = start.step if start is not None else 0, 0
     in_output = False
+    unanswered = _Unanswered(buffer)
     for line, rec in session.lines():
         try:
             last_line = line
@@ -92,9 +99,11 @@ def events(session: Session) -> Iterator[Event]:
                     continue
                 output = is_model_output(payload)
                 if output and not in_output:
+                    unanswered.answer(buffer)
                     yield Snapshot(step, tuple(buffer), f"line {line}", line)
                     step += 1
                 in_output = output
+                unanswered.add(message, payload.get("type"))
                 buffer.append(message if filing is None else FiledMessage.of(message, _Item(filing.here(line)), filing))
             elif kind == "compacted" and isinstance(payload, dict):
                 after = _compacted(session, payload, line)
@@ -107,10 +116,41 @@ def events(session: Session) -> Iterator[Event]:
                                line=line, summary=summary, summary_line=line if summary else None,
                                details={"replacement_items": len(payload.get("replacement_history") or ())})
                 buffer = list(after)
+                unanswered = _Unanswered(buffer)
                 in_output = False
         finally:  # a followed session waits for its next line here: nothing of this record is kept through it
             rec = payload = message = after = summary = None
     yield Snapshot(step, tuple(buffer), f"line {last_line}", last_line or None, final=True)
+
+
+class _Unanswered:
+    """The calls of the buffer with no output yet (id -> the output item type Codex answers it with)."""
+
+    def __init__(self, buffer: list[Message]) -> None:
+        self._calls: dict[str, str] = {}
+        for message in buffer:
+            self.add(message, None)
+
+    def add(self, message: Message, kind: Any) -> None:
+        for call_id in message.call_ids:
+            self._calls[call_id] = "custom_tool_call_output" if kind == "custom_tool_call" else "function_call_output"
+        for call_id in message.result_ids:
+            self._calls.pop(call_id, None)
+
+    def answer(self, buffer: list[Message]) -> None:
+        """Put Codex's ``"aborted"`` output right after each unanswered call, as it does before a request."""
+        if not self._calls:
+            return
+        for index in range(len(buffer) - 1, -1, -1):
+            for call_id in reversed(buffer[index].call_ids):
+                if (kind := self._calls.pop(call_id, None)) is not None:
+                    buffer.insert(index + 1, openai_responses.read(
+                        {"type": kind, "call_id": call_id, "output": _ABORTED}, None))
+            if not self._calls:
+                return
+
+
+_ABORTED = "aborted"  # the output Codex records for a call that never produced one
 
 
 def filed(after: tuple[Message, ...], filing: Filing, where: Where, payload: dict) -> tuple[Message, ...]:
