@@ -195,6 +195,7 @@ def _elided(messages: Sequence[Message], consumed: list[range], dropped: set[int
             for p in messages[i].parts:
                 if type(p) is TextPart and p.text in fold:
                     counts = _PLAIN_MARKER.fullmatch(p.text)
+                    assert counts is not None  # `fold` holds plain markers only
                     carried_counts[0] += int(counts[1])
                     carried_counts[1] += int(counts[2])
         stripped = [(_stripped(messages[i], fold), messages[i]) for i in unit]

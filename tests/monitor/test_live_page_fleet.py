@@ -87,8 +87,11 @@ def test_the_demo_fleet_shows_each_failure_in_its_own_state(tmp_path: Path, brow
             named = [lp for lp in by_agent[agent] if lp["last_refusal"]
                      and invariant in json.dumps(monitor.get(f"/api/loops/{lp['loop_id']}").json()["counts"])]
             assert named, agent
-            assert {lp["status"] for lp in named} <= statuses, (agent, [lp["status"] for lp in named])
-            refused[agent] = named
+            # a refused loop shows its designed status until `refusing_for` applied rewrites follow the
+            # refusal, then healthy again (docs/monitor.md); at least one of the family still shows it
+            shown = [lp["status"] for lp in named]
+            assert set(shown) <= statuses | {"healthy"} and set(shown) & statuses, (agent, shown)
+            refused[agent] = [lp for lp in named if lp["status"] in statuses]
 
         # the page shows the same: in the loop table, and on the alarm list with the last refusal
         browser.open(f"{monitor.url}/?refresh=500")
