@@ -7,8 +7,9 @@ conversion that cannot be made valid is not made, and the rewrite waits in the q
 - OpenAI Chat (and LangChain, and the context model): every ``tool`` message answers a call of the
   assistant message right before its run of tool messages.
 - OpenAI Responses: every ``function_call_output`` comes after its ``function_call``.
-- Anthropic: after the system prompt the first message is ``user``, roles alternate, and the
-  ``tool_result`` blocks answering an assistant's ``tool_use`` blocks open the next user turn.
+- Anthropic: after the system prompt the first message is ``user``, and the ``tool_result`` blocks
+  answering an assistant's ``tool_use`` blocks open the next user turn. Consecutive messages of one
+  role are one turn, as the API combines them (a tool_result message and a user's text after it).
 
 A call still awaiting its result at the end of the context is allowed (the agent is running it).
 """
@@ -60,30 +61,44 @@ def _responses(messages: Sequence[Message]) -> list[str]:
 
 def _anthropic(messages: Sequence[Message]) -> list[str]:
     problems: list[str] = []
-    turns = [(i, m) for i, m in enumerate(messages) if m.role not in SYSTEM_ROLES]
-    if turns and turns[0][1].role != "user":
+    turns = _anthropic_turns(messages)
+    if turns and turns[0][1] != "user":
         problems.append(f"message {turns[0][0]}: the first message after the system prompt must be a user turn")
-    previous: Message | None = None
-    for i, m in turns:
-        if previous is not None and m.role == previous.role:
-            problems.append(f"message {i}: a second {m.role} turn in a row (roles must alternate)")
-        expected = set(previous.call_ids) if previous is not None and previous.role == "assistant" else set()
-        if m.role == "user":
-            leading = _leading_results(m)
-            if set(m.result_ids) - expected:
+    previous: tuple[int, str, list[Message]] | None = None
+    for i, role, run in turns:
+        expected = ({c for m in previous[2] for c in m.call_ids}
+                    if previous is not None and previous[1] == "assistant" else set())
+        if role == "user":
+            results = {r for m in run for r in m.result_ids}
+            if results - expected:
                 problems.append(f"message {i}: tool_result blocks for calls the assistant turn before did not make")
-            if expected and leading != expected:
+            if expected and _leading_results(run) != expected:
                 problems.append(f"message {i}: the tool_result blocks for {sorted(expected)} must open this turn")
         elif expected:
             problems.append(f"message {i}: calls {sorted(expected)} are not answered by the next user turn")
-        previous = m
+        previous = (i, role, run)
     return problems
 
 
-def _leading_results(m: Message) -> set[str]:
-    """The call ids of the tool_result blocks before any other block of `m`."""
+def _anthropic_turns(messages: Sequence[Message]) -> list[tuple[int, str, list[Message]]]:
+    """The turns the Messages API reads: after the system prompt, each run of consecutive messages of one
+    role is one turn ("Consecutive user or assistant turns in your request will be combined into a single
+    turn", the API reference), as (index of its first message, role, its messages)."""
+    turns: list[tuple[int, str, list[Message]]] = []
+    for i, m in enumerate(messages):
+        if m.role in SYSTEM_ROLES:
+            continue
+        if turns and turns[-1][1] == m.role:
+            turns[-1][2].append(m)
+        else:
+            turns.append((i, m.role, [m]))
+    return turns
+
+
+def _leading_results(turn: Sequence[Message]) -> set[str]:
+    """The call ids of the tool_result blocks before any other block of the turn."""
     out: set[str] = set()
-    for part in m.parts:
+    for part in (p for m in turn for p in m.parts):
         if not isinstance(part, ToolResult):
             break
         out.add(part.call_id)

@@ -16,6 +16,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from provider_rules import anthropic_problems
 
 from ctxwatch import (
     ContextGuard,
@@ -309,7 +310,11 @@ def test_what_the_guard_measures_does_not_depend_on_where_observe_is_called(fmt)
             {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "user", "content": "next"}]),
     ("anthropic", "first message", [{"role": "assistant", "content": "hi"}]),
-    ("anthropic", "roles must alternate", [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]),
+    ("anthropic", "must open this turn", [  # the API combines consecutive user messages into one turn
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": "first"},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}]),
     ("anthropic", "must open this turn", [
         {"role": "user", "content": "a"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
@@ -320,6 +325,44 @@ def test_what_the_guard_measures_does_not_depend_on_where_observe_is_called(fmt)
 def test_provider_rules_name_the_message_that_breaks_them(fmt, problem, messages):
     problems = provider_problems(to_messages(messages, fmt), fmt)
     assert problems and problem in problems[0] and problems[0].startswith("message ")
+
+
+def test_consecutive_messages_of_one_role_are_one_anthropic_turn():
+    """The Messages API combines consecutive user (or assistant) messages into one turn: a tool_result
+    message and the user's text after it are a valid request."""
+    messages = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "Looking."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]},
+        {"role": "user", "content": "Also, answer in one line."},
+        {"role": "assistant", "content": "x"}]
+    assert provider_problems(to_messages(messages, "anthropic"), "anthropic") == []
+
+
+def test_an_anthropic_compaction_is_applied_where_a_user_text_follows_a_tool_result():
+    """Review F4 (session 7): a user's text turn right after a tool_result turn (which the API combines)
+    made every place for the elision marker look invalid, so docs/guard.md's compaction waited in the
+    queue and the context grew until a session boundary."""
+    guard = ContextGuard("merged-user-turns", agent="t", format="anthropic")
+    messages: list[dict] = []
+    for t in range(8):
+        messages += [
+            {"role": "user", "content": f"How many units of SKU-{t:05d}?"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{t}", "name": "lookup",
+                                               "input": {"sku": f"SKU-{t:05d}"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{t}", "content": f"{t * 7}"}]},
+            {"role": "user", "content": "Also, answer in one line."},
+            {"role": "assistant", "content": [{"type": "text", "text": f"SKU-{t:05d}: {t * 7}"}]}]
+    guard.observe(messages)
+    cut = 25  # an assistant turn: the summary (a user turn) goes before it
+    results = [b["content"] for m in messages[:cut] if isinstance(m["content"], list)
+               for b in m["content"] if b["type"] == "tool_result"]
+    report, out = guard.resolve([{"role": "user", "content": "Earlier: " + "; ".join(results)}] + messages[cut:],
+                                kind="compact")
+    assert report.decision == "patch", report.explain()
+    assert len(out) < len(messages)
+    assert anthropic_problems(list(out)) == []
 
 
 def test_a_message_repeated_in_the_context_and_dropped_once_is_removed_once():

@@ -6,24 +6,27 @@ from __future__ import annotations
 
 
 def anthropic_problems(messages: list[dict]) -> list[str]:
+    """The Messages API's rules; consecutive messages of one role are one turn, as the API combines them."""
     out = [] if messages and messages[0]["role"] == "user" else ["the first message is not a user turn"]
+    turns: list[tuple[int, str, list[dict]]] = []  # (first message's index, role, blocks)
     for i, m in enumerate(messages):
         content = m["content"]
         blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
         if not blocks or any(b["type"] == "text" and not b["text"] for b in blocks):
             out.append(f"message {i}: empty content or text")
-        if i and messages[i - 1]["role"] == m["role"]:
-            out.append(f"message {i}: roles do not alternate")
+        if turns and turns[-1][1] == m["role"]:
+            turns[-1][2].extend(blocks)
+        else:
+            turns.append((i, m["role"], list(blocks)))
+    for t, (i, role, blocks) in enumerate(turns):
         uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
-        if uses and i + 1 < len(messages):
-            following = messages[i + 1]["content"]
-            following = following if isinstance(following, list) else []
+        if uses and t + 1 < len(turns):
+            following = turns[t + 1][2]
             leading = [b.get("tool_use_id") for b in following[: len(uses)] if b["type"] == "tool_result"]
             if sorted(leading) != sorted(uses):
                 out.append(f"message {i}: tool_use {uses} not answered first by the next turn")
-        if m["role"] == "user":
-            asked = {b["id"] for b in (messages[i - 1]["content"] if i and isinstance(messages[i - 1]["content"], list)
-                                       else []) if b["type"] == "tool_use"}
+        if role == "user":
+            asked = {b["id"] for b in (turns[t - 1][2] if t else []) if b["type"] == "tool_use"}
             out += [f"message {i}: tool_result without its tool_use" for b in blocks
                     if b["type"] == "tool_result" and b["tool_use_id"] not in asked]
     return out
