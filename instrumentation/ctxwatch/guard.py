@@ -660,6 +660,10 @@ class ContextGuard:
         """A deferred rewrite settled by `deferral`, if that gives a patch; None keeps the deferral."""
         base, change = evaluation.base, evaluation.change
         if deferral == "session_boundary":
+            rebased = with_unread_tail(change, base.unobserved)  # the turns appended since stay at its end
+            if rebased is not None:
+                change, raw = (Change.between(base.context, rebased, change.kind, base.digests),
+                               self.bridge.to_caller(rebased, base.raw))
             whole = self._evaluate(base, change, tools, None, True, prefix_change_allowed=True)
             return _Outcome(whole, raw, "session_boundary") if whole.decision == "patch" else None
         if not self.config.converts(deferral, change.kind):

@@ -28,11 +28,19 @@ MAX_ERROR_TYPE_LENGTH = 128  # error.type: an exception class name
 ERROR_TYPE = semconv.GENAI_V1_41.error_type
 MAX_LIST_LENGTH = 64         # entries in ctxwatch.violations / ctxwatch.warnings
 
-_INT_KEYS = frozenset({
-    semconv.PASS_NUMBER, semconv.PASS_CAP, semconv.LITERALS_BEFORE, semconv.LITERALS_LOST, semconv.LITERALS_HIDDEN,
-    semconv.ORPHANS_TOOL_USE, semconv.ORPHANS_TOOL_RESULT, semconv.EPISODE, semconv.SEQUENCE,
-    semconv.CONTRACTION_CYCLE, semconv.SIZE_AFTER, semconv.TOKENS_BEFORE, *semconv.CACHE_FIGURES,
-})
+# The figures of one context (its characters, tokens, literals, orphans) are at most MAX_CONTEXT_FIGURE: about
+# six times the largest context window there is (10M tokens, ~40M characters), so no real span comes near it,
+# while one span sent without a token cannot add more to a fleet's counters than one real mutation could.
+MAX_CONTEXT_FIGURE = 2**28
+MAX_INT64 = 2**63 - 1  # OTLP's intValue: sequence numbers, episodes, passes, cycles
+_INT_LIMITS: dict[str, int] = {
+    **dict.fromkeys((semconv.PASS_NUMBER, semconv.PASS_CAP, semconv.EPISODE, semconv.SEQUENCE,
+                     semconv.CONTRACTION_CYCLE), MAX_INT64),
+    **dict.fromkeys((semconv.LITERALS_BEFORE, semconv.LITERALS_LOST, semconv.LITERALS_HIDDEN, semconv.ORPHANS_TOOL_USE,
+                     semconv.ORPHANS_TOOL_RESULT, semconv.SIZE_AFTER, semconv.TOKENS_BEFORE, *semconv.CACHE_FIGURES),
+                    MAX_CONTEXT_FIGURE),
+}
+_INT_KEYS = frozenset(_INT_LIMITS)
 _STRING_LIMITS = {
     semconv.LOOP_ID: MAX_ID_LENGTH, semconv.SERVICE_NAME: MAX_ID_LENGTH, AGENT_NAME: MAX_ID_LENGTH,
     AGENT_VERSION: MAX_ID_LENGTH,
@@ -119,7 +127,13 @@ def _problem(key: str, value: Any) -> str | None:
     if key in _INT_KEYS:
         if kind is not int:
             return f"must be an int, got {_type_name(value)}"
-        return f"must be >= 0, got {value}" if value < 0 else None
+        if value < 0:
+            return f"must be >= 0, got {value}"
+        limit = _INT_LIMITS[key]
+        if value <= limit:
+            return None
+        beyond = " (more than any context window holds)" if limit == MAX_CONTEXT_FIGURE else ""
+        return f"must be at most {limit}{beyond}, got {value}"
     if key in _LIST_KEYS:
         if kind is not list or any(type(v) is not str for v in value):
             return f"must be a string array, got {_type_name(value)}"
@@ -148,7 +162,7 @@ def validate(span: RawSpan) -> MutationRecord | None:
         raise Rejected(f"{where}: {span.problem}")
     if attrs.get(semconv.MUTATION_KIND) is None:
         return None
-    string_limit = _STRING_LIMITS.get
+    string_limit, int_limit = _STRING_LIMITS.get, _INT_LIMITS.get
     for key, value in attrs.items():
         kind = type(value)
         # fast path for the values a guard sends; anything else (None, errors, non-empty arrays) in full
@@ -156,7 +170,7 @@ def validate(span: RawSpan) -> MutationRecord | None:
             if len(value) <= string_limit(key, -1):
                 continue
         elif kind is int:
-            if value >= 0 and key in _INT_KEYS:
+            if 0 <= value <= int_limit(key, -1):
                 continue
         elif kind is float:
             if 0.0 <= value <= 1.0 and key in _DOUBLE_KEYS:  # also refuses NaN

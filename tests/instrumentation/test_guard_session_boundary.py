@@ -50,3 +50,22 @@ def test_d12_a_rewrite_queued_over_unobserved_turns_is_applied_at_the_boundary_w
     assert [m["content"] for m in messages] == ["v1", "Summary of u0-u3.", "u4", "a4", "u5", "a5", "one more",
                                                 "OK.", "and another"]
     assert len(guard.deferred) == 0
+
+
+def test_deferral_session_boundary_applies_a_compaction_at_once_with_the_turns_appended_since():
+    """Review F7 (session 7): the step goes on after observe() (a tool call and its result appended) and the
+    compactor's proposal is made from the observed list. deferral="session_boundary" applies it at once as
+    the start of a new session, the appended turns at its end (the caller's own objects), as "auto" and
+    "whole_pairs" keep them; it was queued until the next boundary and the context came back unchanged."""
+    observed = history(8) + [{"role": "user", "content": "And SKU-00099?"}]
+    appended = [{"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_99", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "call_99", "content": "693 units"}]
+    compacted = [observed[0], {"role": "user", "content": "Earlier: 8 questions answered."}] + observed[-3:]
+    guard = ContextGuard("f7-session-boundary", deferral="session_boundary")
+    guard.observe(observed)
+    report, out = guard.resolve(compacted, kind="compact", current=observed + appended)
+    assert (report.decision, report.resolution) == ("patch", "session_boundary"), report.explain()
+    assert [m["content"] for m in out[:-2]] == [m["content"] for m in compacted]
+    assert out[-2] is appended[0] and out[-1] is appended[1]
+    assert not guard.deferred

@@ -26,6 +26,7 @@ from test_bad_input import mutation, request
 
 from ctxwatch import semconv
 from ctxwatch_monitor.metric_store import Counter, MetricSet
+from ctxwatch_monitor.records import MAX_CONTEXT_FIGURE
 
 JSON = {"Content-Type": "application/json"}
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -129,6 +130,17 @@ def test_json_integer_outside_int64_is_rejected(server: MonitorProcess, key: str
         assert "int64" in send(server, body, JSON, innocent)
 
 
+@pytest.mark.parametrize("key", [semconv.LITERALS_BEFORE, semconv.ORPHANS_TOOL_USE, semconv.SIZE_AFTER,
+                                 semconv.TOKENS_BEFORE, *semconv.CACHE_FIGURES])
+def test_a_figure_beyond_any_context_window_is_rejected_alone(server: MonitorProcess, key: str) -> None:
+    # review F8 (session 7): one span of a new loop added 2**62 tokens to a counter every honest sender of its
+    # agent and service labels shares, for good; a count of one context is at most MAX_CONTEXT_FIGURE
+    innocent = f"json-figure-ok-{key}"
+    body = json_request(mutation(innocent, **{key: 7}), mutation(f"json-figure-bad-{key}", **{key: 2**62}))
+    message = send(server, body, JSON, innocent)
+    assert "spans[1]" in message and key in message and "more than any context window" in message
+
+
 @pytest.mark.parametrize("key", semconv.CACHE_FIGURES)
 @pytest.mark.parametrize("value, problem", [(-1, "must be >= 0"), ("12", "must be an int"), (1.5, "must be an int"),
                                             (True, "must be an int"), ({"intValue": HUGE}, "int64")])
@@ -205,11 +217,13 @@ def test_protobuf_invalid_utf8_in_a_resource_rejects_only_its_spans(server: Moni
 
 
 def test_protobuf_int64_extremes_are_stored_and_rendered(server: MonitorProcess) -> None:
-    """The largest values protobuf can carry are accepted and later written everywhere without error."""
+    """The largest values protobuf can carry are accepted (the figures of one context: the largest a context
+    can have) and later written everywhere without error."""
     top = 2**63 - 1
     body = request(mutation("pb-int64-max", **{semconv.EPISODE: top, semconv.SEQUENCE: top,
                                                semconv.CONTRACTION_CYCLE: top, semconv.PASS_NUMBER: top,
-                                               semconv.LITERALS_BEFORE: top, semconv.LITERALS_LOST: top}))
+                                               semconv.LITERALS_BEFORE: MAX_CONTEXT_FIGURE,
+                                               semconv.LITERALS_LOST: MAX_CONTEXT_FIGURE}))
     assert rejected(server.post("/v1/traces", content=body, headers=PROTOBUF))[0] == 0
     assert_serving(server)
     # a loop's first span of a later episode is held aside for the episodes before it (docs/monitor.md, "Order"),
