@@ -161,9 +161,9 @@ class ContextGuardMiddleware(AgentMiddleware):
         before = conv.before if conv.before is not None else state_now
         conv.before = None
         tools_key = tuple(id(t) for t in request.tools)
-        if not guard.messages:
+        if not guard.messages:  # a new conversation, or one that comes back after it was let go (`_conversations`)
             baseline = system + before
-            guard.observe(baseline, boundary=0, tools=request.tools or None)
+            guard.observe(baseline, boundary=_read_by_the_model(baseline), tools=request.tools or None)
             conv.tools = tools_key
         else:
             baseline = guard.messages + _appended(before, conv.accounted)
@@ -220,6 +220,14 @@ class ContextGuardMiddleware(AgentMiddleware):
         update = {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *restore, *produced]}
         command: Command[Any] = Command(update=update)
         return ExtendedModelResponse(model_response=model_response, command=command)
+
+
+def _read_by_the_model(messages: Sequence[BaseMessage]) -> int:
+    """How many leading `messages` the model has read: all up to its last answer (it answered from them), none
+    when it has not answered yet. A guard made for a conversation that already has a history (one the
+    middleware let go and serves again, a thread resumed from a checkpoint) starts from there, so an edit of
+    what the model read is checked as such (record 000's prefix) rather than as one of unread turns."""
+    return next((i + 1 for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), 0)
 
 
 def _appended(state: Sequence[BaseMessage], accounted: Sequence[BaseMessage]) -> list[BaseMessage]:
