@@ -11,9 +11,10 @@ Each loop's numbering has an instance id, chosen when the numbering starts: a ra
 as OpenTelemetry's `service.instance.id` convention recommends), so a restarted process, a numbering
 restarted after it was forgotten, or a new guard made for the loop in the same process (`restart`: a
 conversation a wrapper let go and made again; its state, episodes and detector start afresh) is told
-apart from a duplicate of the spans before; a new episode keeps it. A backfill (`renumber`, ``ctxwatch replay --otlp`` and ``ctxwatch watch``) numbers its session
-from the top on every run, so its instance is `recorded_instance`, a UUID version 5 of the loop id:
-a second run or a resumed watcher is the same instance, and its spans are the same spans again.
+apart from a duplicate of the spans before; a new episode keeps it. A backfill (`renumber`, ``ctxwatch
+replay --otlp`` and ``ctxwatch watch``) numbers its session from the top on every run, so its instance is
+`recorded_instance`, a UUID version 5 of the loop id: a second run or a resumed watcher is the same
+instance, and its spans are the same spans again.
 
 A session continued in another file (its file rotated: moved aside, or copied and truncated, and the
 agent writing on in a new one at the same path) is another numbering of the same loop: that file is
