@@ -6,7 +6,10 @@ One line::
 
 The wrapper serves one conversation, as its guard does. A service with many conversations takes
 each one's wrapper from ``messages.conversation(key)`` (a guard of its own: ``guard.sibling(key)``,
-or a factory ``key -> ContextGuard`` given instead of the guard).
+or a factory ``key -> ContextGuard`` given instead of the guard). A recorder's first request may carry
+a history the server edited before (a conversation let go after `max_conversations` others and served
+again): it is read as the server reads it, its last compaction block in effect and the edits the server
+reports on it taken as made before (`ContextRecorder._first_request`).
 
 With ``context_management`` the API edits the context on the server: ``clear_tool_uses_*`` replaces
 the oldest tool results (and optionally tool inputs) by a placeholder, ``clear_thinking_*`` drops

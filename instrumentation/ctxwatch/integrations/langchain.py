@@ -37,7 +37,10 @@ Conversations: every LangGraph thread (``config["configurable"]["thread_id"]``) 
 own, so one thread's messages are never taken for an edit of another's. `guard` is a factory
 ``thread_id -> ContextGuard``, or one `ContextGuard`: it serves the first thread, and each further
 thread gets `ContextGuard.sibling(thread_id)` (its settings, loop ``<loop id>/<thread id>``; one
-warning says so). At most `max_conversations` are kept, least recently used first out.
+warning says so); a call with no thread id is the given guard's own conversation. At most
+`max_conversations` are kept, least recently used first out, never the given guard's own (`_conversations`).
+A thread that comes back after it was let go gets a new guard, which starts from the thread's history with
+the turns up to the model's last answer read (`_read_by_the_model`) and numbers its spans as a new run.
 """
 
 from __future__ import annotations
