@@ -90,6 +90,30 @@ def test_the_given_guards_own_conversation_is_never_let_go(capture) -> None:
     assert {s.attributes[semconv.DECISION] for s in spans_of(capture, "lc")} == {"patch"}
 
 
+def test_a_factorys_guard_kept_for_a_thread_that_comes_back_goes_on_where_it_was(capture) -> None:
+    """A factory that hands back the guard it made for a thread (its own cache): the conversation made again
+    around it took the thread's whole history for turns appended again, as it did around the given guard."""
+    guards: dict = {}
+
+    def factory(thread_id):
+        return guards.setdefault(thread_id, ContextGuard(f"lc-{thread_id}", telemetry=capture.telemetry))
+
+    def serve_with(limit: int) -> list:
+        guards.clear()
+        model = LookUpThenAnswer(responses=[], seen=[])
+        agent = create_agent(model, [lookup], system_prompt="You track orders.", checkpointer=InMemorySaver(),
+                             middleware=guard_middleware(factory, SummarizationMiddleware(
+                                 summarizer(), trigger=("messages", 7), keep=("messages", 3)),
+                                 max_conversations=limit))
+        for turn, thread in enumerate(["a", "a", "b", "a", "a"]):
+            agent.invoke({"messages": [HumanMessage(f"[{thread}] where is order {turn}?")]},
+                         {"configurable": {"thread_id": thread}})
+        return model.seen
+
+    kept = serve_with(1024)
+    assert serve_with(1) == kept
+
+
 def test_a_thread_that_comes_back_gets_a_new_guard_numbered_as_a_new_run(capture) -> None:
     threads = ["a", "b", "b", "b", "c", "b", "b"]
     kept, _, _ = serve(capture, threads, limit=1024)

@@ -81,7 +81,9 @@ class _Conversation:
         self.guard = guard
         self.lock = threading.Lock()
         self.before: list[BaseMessage] | None = None   # the state before this step's before_model hooks
-        self.accounted: list[BaseMessage] = []          # the state at the last call, plus the answer
+        # the state at the last call, plus the answer: for a guard that has seen the conversation (a factory's
+        # guard kept for a thread the middleware let go and serves again), what it has seen
+        self.accounted: list[BaseMessage] = list(guard.messages) if guard.context.messages else []
         self.tools: tuple[int, ...] | None = None       # identity of the last tool list offered
 
 
