@@ -141,6 +141,7 @@ class ContextGuard:
                                           "literals": literals, "config": self.config, "telemetry": telemetry}
         self.telemetry = telemetry if telemetry is not None else _default_telemetry()
         self.loop_id = loop_id or default_loop_id(self.telemetry.tracer_provider)
+        self.telemetry.new_run(self.loop_id)  # a new guard, episodes from 0: a new run of the loop's numbering
         self.agent, self.service, self.conversation_id = agent, service, conversation_id
         self.agent_version = agent_version or resource_agent_version(self.telemetry.tracer_provider)
 

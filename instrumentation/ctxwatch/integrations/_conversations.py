@@ -1,7 +1,13 @@
 """One guard per conversation, for the wrappers that serve several: a factory ``key -> ContextGuard``
 makes each conversation's guard, or one `ContextGuard` serves the first conversation and each further
-one gets `ContextGuard.sibling(key)` (its settings, loop ``<loop id>/<key>``). At most `limit`
-conversations are kept, least recently used first out."""
+one gets `ContextGuard.sibling(key)` (its settings, loop ``<loop id>/<key>``). A call with no key (None:
+no thread id) is the given guard's own conversation, whichever came first (its loop id unchanged).
+
+At most `limit` conversations are kept, least recently used first out, except the given guard's own: the
+caller holds that guard and its state, which a conversation made again would be out of step with. A
+conversation that comes back after it was let go is made afresh, with a new guard (the factory's, or a
+new sibling): that guard numbers its loop's spans as a new run (`ContextGuard`), so the monitor starts
+the loop's detector afresh instead of taking its spans for late ones of the guard before."""
 
 from __future__ import annotations
 
@@ -15,7 +21,6 @@ from ..guard import ContextGuard
 
 GuardSource = ContextGuard | Callable[[str | None], ContextGuard]
 T = TypeVar("T")
-_UNSEEN = object()
 _log = logging.getLogger("ctxwatch")
 
 
@@ -33,26 +38,37 @@ class Conversations(Generic[T]):
         self._source, self._make, self._limit, self._warn = source, make, limit, warn
         self._items: OrderedDict[str | None, T] = OrderedDict()
         self._lock = threading.Lock()
-        self._first: object = _UNSEEN  # the conversation a single given guard serves
+        self._own: tuple[str | None] | None = None  # the key of the conversation a single given guard serves
 
     def get(self, key: str | None) -> T:
         with self._lock:
+            if isinstance(self._source, ContextGuard):
+                if self._own is None:
+                    self._own = (key,)
+                elif key is None:
+                    key = self._own[0]  # no key: the given guard's own conversation
             item = self._items.get(key)
             if item is None:
                 item = self._items[key] = self._make(self._guard_for(key))
-                while len(self._items) > self._limit:
-                    self._items.popitem(last=False)
+                self._let_go(key)
             self._items.move_to_end(key)
             return item
 
+    def _let_go(self, kept: str | None) -> None:
+        """Past `limit`, let the least recently used conversations go: never `kept` (the one asked for), nor
+        the given guard's own."""
+        own = self._own
+        spare = [k for k in self._items if k != kept and (own is None or k != own[0])]
+        for key in spare[:max(0, len(self._items) - self._limit)]:
+            del self._items[key]
+
     def _guard_for(self, key: str | None) -> ContextGuard:
-        if not isinstance(self._source, ContextGuard):
-            return self._source(key)
-        if self._first is _UNSEEN:
-            self._first = key
-        if key == self._first:
-            return self._source
+        source = self._source
+        if not isinstance(source, ContextGuard):
+            return source(key)
+        if self._own is not None and key == self._own[0]:
+            return source
         if self._warn is not None:
-            _log.warning(self._warn, self._source.loop_id)
+            _log.warning(self._warn, source.loop_id)
             self._warn = None
-        return self._source.sibling(str(key))
+        return source.sibling(str(key))

@@ -6,7 +6,10 @@ One line::
 
 The wrapper serves one conversation, as its guard does. A service with many conversations takes
 each one's wrapper from ``messages.conversation(key)`` (a guard of its own: ``guard.sibling(key)``,
-or a factory ``key -> ContextGuard`` given instead of the guard).
+or a factory ``key -> ContextGuard`` given instead of the guard). A recorder's first request may carry
+a history the server edited before (a conversation let go after `max_conversations` others and served
+again): it is read as the server reads it, its last compaction block in effect and the edits the server
+reports on it taken as made before (`ContextRecorder._first_request`).
 
 With ``context_management`` the API edits the context on the server: ``clear_tool_uses_*`` replaces
 the oldest tool results (and optionally tool inputs) by a placeholder, ``clear_thinking_*`` drops
@@ -114,19 +117,33 @@ class ContextRecorder:
         self._adopted: set[str] = set()            # ... and accepted: the guard's view applies them
         self._compactions: set[str] = set()        # compaction blocks the guard accepted
         self._configs: dict[str, Mapping[str, Any]] = {}  # the request's context_management edits, by type
+        self._unobserved = False  # the first request is not observed yet (`_first_request`)
 
     def before_request(self, request: Mapping[str, Any]) -> None:
-        """Bring the guard up to this request: new turns are observed; a client-side edit is checked."""
+        """Bring the guard up to this request: new turns are observed; a client-side edit is checked. The
+        recorder's first request is observed with its answer (`record`)."""
         self._configs = {c.get("type"): c for c in (request.get("context_management") or {}).get("edits", ())}
         messages = plain(request.get("messages") or ())
+        if not self._history:
+            self._first_request(messages)
+            return
         view = self._view(messages, request.get("system"), self._adopted)
-        if self._history and messages[: len(self._history)] == self._history:
+        if messages[: len(self._history)] == self._history:
             self.guard.observe(view, boundary=self.guard.context.boundary)
-        elif not self._history:
-            self.guard.observe(view, boundary=0)
         else:  # a client-side edit: sent as made unless refused
             raise_refusal(self.guard.adopt(view), self.on_refusal)
-        self._history = messages
+        self._history, self._unobserved = messages, False
+
+    def _first_request(self, messages: list[dict[str, Any]]) -> None:
+        """The recorder's first request may carry a history the server has edited before (a conversation the
+        wrapper let go and serves again, one resumed from storage): the last compaction block in it is in
+        effect (the server reads from it on), and the edits the server reports with the answer were made to
+        turns the model never read unedited, so the guard starts from the context as the server edited it
+        (`record`) instead of taking them for new edits of turns it saw."""
+        found = _last_compaction(messages)
+        if found is not None:
+            self._compactions.add(_compaction_key(found[1]))
+        self._history, self._unobserved = messages, True
 
     def record(self, request: Mapping[str, Any], response: Any) -> None:
         """Record the server's edits of this request and the answer (call after `before_request`)."""
@@ -134,11 +151,13 @@ class ContextRecorder:
         system = request.get("system")
         applied = self._server_edits(messages, _applied_edits(response))
         new = applied - self._seen
-        # the server already applied its edits and the model read the result: observed (evaluated,
-        # reported, adopted), never refused or deferred
-        if new:
-            self._seen |= new
-            self._adopted |= new
+        self._seen |= new
+        self._adopted |= new
+        if self._unobserved:  # the first request, as the server edited it (`_first_request`)
+            self._unobserved = False
+            self.guard.observe(self._view(messages, system, self._adopted), boundary=0)
+        elif new:  # the server already applied its edits and the model read the result: observed (evaluated,
+            # reported, adopted), never refused or deferred
             self.guard.observe(self._view(messages, system, self._adopted), kind="prune")
         answer = {"role": "assistant", "content": plain_blocks(getattr(response, "content", ()) or ())}
         block = _last_compaction([answer])

@@ -37,7 +37,10 @@ Conversations: every LangGraph thread (``config["configurable"]["thread_id"]``) 
 own, so one thread's messages are never taken for an edit of another's. `guard` is a factory
 ``thread_id -> ContextGuard``, or one `ContextGuard`: it serves the first thread, and each further
 thread gets `ContextGuard.sibling(thread_id)` (its settings, loop ``<loop id>/<thread id>``; one
-warning says so). At most `max_conversations` are kept, least recently used first out.
+warning says so); a call with no thread id is the given guard's own conversation. At most
+`max_conversations` are kept, least recently used first out, never the given guard's own (`_conversations`).
+A thread that comes back after it was let go gets a new guard, which starts from the thread's history with
+the turns up to the model's last answer read (`_read_by_the_model`) and numbers its spans as a new run.
 """
 
 from __future__ import annotations
@@ -78,7 +81,9 @@ class _Conversation:
         self.guard = guard
         self.lock = threading.Lock()
         self.before: list[BaseMessage] | None = None   # the state before this step's before_model hooks
-        self.accounted: list[BaseMessage] = []          # the state at the last call, plus the answer
+        # the state at the last call, plus the answer: for a guard that has seen the conversation (a factory's
+        # guard kept for a thread the middleware let go and serves again), what it has seen
+        self.accounted: list[BaseMessage] = list(guard.messages) if guard.context.messages else []
         self.tools: tuple[int, ...] | None = None       # identity of the last tool list offered
 
 
@@ -161,9 +166,9 @@ class ContextGuardMiddleware(AgentMiddleware):
         before = conv.before if conv.before is not None else state_now
         conv.before = None
         tools_key = tuple(id(t) for t in request.tools)
-        if not guard.messages:
+        if not guard.messages:  # a new conversation, or one that comes back after it was let go (`_conversations`)
             baseline = system + before
-            guard.observe(baseline, boundary=0, tools=request.tools or None)
+            guard.observe(baseline, boundary=_read_by_the_model(baseline), tools=request.tools or None)
             conv.tools = tools_key
         else:
             baseline = guard.messages + _appended(before, conv.accounted)
@@ -220,6 +225,14 @@ class ContextGuardMiddleware(AgentMiddleware):
         update = {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *restore, *produced]}
         command: Command[Any] = Command(update=update)
         return ExtendedModelResponse(model_response=model_response, command=command)
+
+
+def _read_by_the_model(messages: Sequence[BaseMessage]) -> int:
+    """How many leading `messages` the model has read: all up to its last answer (it answered from them), none
+    when it has not answered yet. A guard made for a conversation that already has a history (one the
+    middleware let go and serves again, a thread resumed from a checkpoint) starts from there, so an edit of
+    what the model read is checked as such (record 000's prefix) rather than as one of unread turns."""
+    return next((i + 1 for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), 0)
 
 
 def _appended(state: Sequence[BaseMessage], accounted: Sequence[BaseMessage]) -> list[BaseMessage]:

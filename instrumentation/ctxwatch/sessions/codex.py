@@ -25,14 +25,22 @@ A record written twice is read twice: Codex rebuilds a resumed history by record
 order (no id merges them), so that is what it sends.
 
 A call whose output was never recorded (the user interrupted the tool: ``turn_aborted``, then new input) is
-answered as Codex answers it before it sends the history (``ContextManager::normalize_history``,
-``ensure_call_outputs_present``): an output ``"aborted"`` right after the call (``custom_tool_call_output`` for a
-custom tool call, else ``function_call_output``), from the next request on. So it is neither an orphan nor
-pending; a call still unanswered at the end of the file stays pending.
+answered as Codex answers it in each request it sends (``ContextManager::for_prompt`` normalizes a copy of the
+history, ``ensure_call_outputs_present``): an output ``"aborted"`` right after the call (``custom_tool_call_output``
+for a custom tool call, else ``function_call_output``), from the next request on. So it is neither an orphan nor
+pending; a call still unanswered at the end of the file stays pending. Codex never writes that answer into its
+history, so a real output recorded later (a tool that finished after the interrupt) is the call's only output in
+the requests after it, where it was recorded.
+
+A ``local_shell_call`` with a ``call_id`` is a call (of the tool ``local_shell``, its action the arguments), answered
+by a ``function_call_output`` of that id, as Codex pairs them; one without a ``call_id`` is an item no output
+answers. ``custom_tool_call`` pairs with ``custom_tool_call_output``; ``web_search_call`` is a server-side item with
+no output to wait for.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -71,6 +79,23 @@ def response_item(record: dict) -> dict | None:
     return record if is_bare_response_item(record) else None
 
 
+def read_item(item: Any, index: int | None) -> Message:
+    """One Responses item of a rollout as a message (`openai_responses.read`), a ``local_shell_call`` with a
+    ``call_id`` read as a call of the tool ``local_shell`` (its action the arguments): Codex answers it with a
+    ``function_call_output`` of that id (``ResponseItem::LocalShellCall``). One without a ``call_id`` (Codex's
+    is optional) stays an item no output can answer, as Codex takes it."""
+    if isinstance(item, dict) and item.get("type") == "local_shell_call":
+        call_id = item.get("call_id")
+        if isinstance(call_id, str) and call_id:
+            rest = {k: v for k, v in item.items() if k not in ("type", "action")}
+            item = {**rest, "type": "function_call", "name": _LOCAL_SHELL,
+                    "arguments": json.dumps(item.get("action"), ensure_ascii=False)}
+    return openai_responses.read(item, index)
+
+
+_LOCAL_SHELL = "local_shell"  # the tool Codex offers for local_shell_call items (its ToolSpec::LocalShell)
+
+
 def is_model_output(item: dict) -> bool:
     kind = item.get("type")
     if kind == "message" or kind is None:
@@ -94,16 +119,15 @@ def events(session: Session) -> Iterator[Event]:
             kind, payload = rec.get("type"), rec.get("payload")
             if (item := response_item(rec)) is not None:
                 payload = item
-                message = session.convert(openai_responses.read, payload, line, f"line {line}")
+                message = session.convert(read_item, payload, line, f"line {line}")
                 if message is None:
                     continue
                 output = is_model_output(payload)
                 if output and not in_output:
-                    unanswered.answer(buffer)
-                    yield Snapshot(step, tuple(buffer), f"line {line}", line)
+                    yield Snapshot(step, unanswered.sent(buffer, request=True), f"line {line}", line)
                     step += 1
                 in_output = output
-                unanswered.add(message, payload.get("type"))
+                unanswered.add(message, payload.get("type"), len(buffer))
                 buffer.append(message if filing is None else FiledMessage.of(message, _Item(filing.here(line)), filing))
             elif kind == "compacted" and isinstance(payload, dict):
                 after = _compacted(session, payload, line)
@@ -112,7 +136,7 @@ def events(session: Session) -> Iterator[Event]:
                 if filing is not None:
                     after = filed(after, filing, filing.here(line), payload)
                 summary = _summary(payload)
-                yield Mutation("compact", step, tuple(buffer), after, "codex.compacted", f"line {line}",
+                yield Mutation("compact", step, unanswered.sent(buffer), after, "codex.compacted", f"line {line}",
                                line=line, summary=summary, summary_line=line if summary else None,
                                details={"replacement_items": len(payload.get("replacement_history") or ())})
                 buffer = list(after)
@@ -120,34 +144,50 @@ def events(session: Session) -> Iterator[Event]:
                 in_output = False
         finally:  # a followed session waits for its next line here: nothing of this record is kept through it
             rec = payload = message = after = summary = None
-    yield Snapshot(step, tuple(buffer), f"line {last_line}", last_line or None, final=True)
+    yield Snapshot(step, unanswered.sent(buffer), f"line {last_line}", last_line or None, final=True)
 
 
 class _Unanswered:
-    """The calls of the buffer with no output yet (id -> the output item type Codex answers it with)."""
+    """The calls of the buffer with no output recorded (id -> the output item type Codex answers it with, and the
+    call's index in the buffer), and those of them a request went out without (Codex answered them
+    ``"aborted"``), with that answer."""
 
     def __init__(self, buffer: list[Message]) -> None:
-        self._calls: dict[str, str] = {}
-        for message in buffer:
-            self.add(message, None)
+        self._calls: dict[str, tuple[str, int]] = {}
+        self._aborted: dict[str, Message] = {}
+        for index, message in enumerate(buffer):
+            self.add(message, None, index)
 
-    def add(self, message: Message, kind: Any) -> None:
+    def add(self, message: Message, kind: Any, index: int) -> None:
+        """`message` (of item type `kind`) is the buffer's `index`-th."""
+        output = "custom_tool_call_output" if kind == "custom_tool_call" else "function_call_output"
         for call_id in message.call_ids:
-            self._calls[call_id] = "custom_tool_call_output" if kind == "custom_tool_call" else "function_call_output"
+            self._calls[call_id] = (output, index)
         for call_id in message.result_ids:
             self._calls.pop(call_id, None)
+            self._aborted.pop(call_id, None)
 
-    def answer(self, buffer: list[Message]) -> None:
-        """Put Codex's ``"aborted"`` output right after each unanswered call, as it does before a request."""
-        if not self._calls:
-            return
-        for index in range(len(buffer) - 1, -1, -1):
-            for call_id in reversed(buffer[index].call_ids):
-                if (kind := self._calls.pop(call_id, None)) is not None:
-                    buffer.insert(index + 1, openai_responses.read(
-                        {"type": kind, "call_id": call_id, "output": _ABORTED}, None))
-            if not self._calls:
-                return
+    def sent(self, buffer: list[Message], *, request: bool = False) -> tuple[Message, ...]:
+        """What Codex sends of `buffer`, when `request` in the request it sends now (``ContextManager::for_prompt``
+        normalizes a copy of the history, never the history itself): an output ``"aborted"`` right after each call
+        a request went out without an output for. A real output recorded later stands where it was recorded, and
+        the aborted one is gone from the requests after it."""
+        if request:
+            for call_id, (output, _) in self._calls.items():
+                if call_id not in self._aborted:
+                    self._aborted[call_id] = openai_responses.read(
+                        {"type": output, "call_id": call_id, "output": _ABORTED}, None)
+        if not self._aborted:
+            return tuple(buffer)
+        out: list[Message] = []
+        start = 0
+        for at, answer in sorted(((self._calls[call_id][1], answer) for call_id, answer in self._aborted.items()),
+                                 key=lambda pair: pair[0]):
+            out += buffer[start:at + 1]
+            out.append(answer)
+            start = at + 1
+        out += buffer[start:]
+        return tuple(out)
 
 
 _ABORTED = "aborted"  # the output Codex records for a call that never produced one
@@ -179,7 +219,7 @@ class _Item:
             return None
         if self.index == _RECORD:
             item = response_item(rec)
-            return session.convert(openai_responses.read, item, line, f"line {line}") if item is not None else None
+            return session.convert(read_item, item, line, f"line {line}") if item is not None else None
         payload = rec.get("payload")
         if not isinstance(payload, dict):
             return None
@@ -212,7 +252,7 @@ def _replacement(session: Session, payload: dict, line: int) -> tuple[Message, .
         return None
     out = []
     for i, item in enumerate(items):
-        message = session.convert(openai_responses.read, item, line, f"line {line}, replacement_history[{i}]")
+        message = session.convert(read_item, item, line, f"line {line}, replacement_history[{i}]")
         if message is None:
             return None
         out.append(message)

@@ -114,6 +114,14 @@ class MutationTelemetry:
         except Exception as exc:  # noqa: BLE001
             self.failure("end", exc)
 
+    def new_run(self, loop_id: str) -> None:
+        """A new guard reports `loop_id` from now on: its spans are numbered as a new run, under a new instance
+        id (`sequence.LoopSequences.restart`); never raises."""
+        try:
+            self._sequences.restart(loop_id)
+        except Exception as exc:  # noqa: BLE001 - telemetry fails open
+            self.failure("start", exc)
+
     def renumber(self, loop_id: str, sequence: int = 0, cycles: int = 0, generation: int = 0) -> None:
         """Number the loop's reports from 1 again: a backfill reports its session's file (the session's
         `generation`-th, see `sequence`) from the top, as the same instance on every run

@@ -8,11 +8,13 @@ sees a gap where a span was sampled out or lost. Numbering is thread-safe and bo
 `capacity` loops the least recently reported one is forgotten.
 
 Each loop's numbering has an instance id, chosen when the numbering starts: a random UUID (version 4,
-as OpenTelemetry's `service.instance.id` convention recommends), so a restarted process, or a numbering
-restarted after it was forgotten, is told apart from a duplicate of the spans before; a new episode
-keeps it. A backfill (`renumber`, ``ctxwatch replay --otlp`` and ``ctxwatch watch``) numbers its session
-from the top on every run, so its instance is `recorded_instance`, a UUID version 5 of the loop id:
-a second run or a resumed watcher is the same instance, and its spans are the same spans again.
+as OpenTelemetry's `service.instance.id` convention recommends), so a restarted process, a numbering
+restarted after it was forgotten, or a new guard made for the loop in the same process (`restart`: a
+conversation a wrapper let go and made again; its state, episodes and detector start afresh) is told
+apart from a duplicate of the spans before; a new episode keeps it. A backfill (`renumber`, ``ctxwatch
+replay --otlp`` and ``ctxwatch watch``) numbers its session from the top on every run, so its instance is
+`recorded_instance`, a UUID version 5 of the loop id: a second run or a resumed watcher is the same
+instance, and its spans are the same spans again.
 
 A session continued in another file (its file rotated: moved aside, or copied and truncated, and the
 agent writing on in a new one at the same path) is another numbering of the same loop: that file is
@@ -115,6 +117,13 @@ class LoopSequences:
             stream.sequence += 1
             stream.cycles += fed
             return Numbering(stream.sequence, stream.cycles, stream.instance)
+
+    def restart(self, loop_id: str) -> None:
+        """Number the loop's next span as a new run: a new guard made for the loop, whose episodes count from 0
+        again (under the numbering before, its episode 0 would come after a later episode of the same instance,
+        and a consumer that orders an instance's episodes would take its spans for late ones)."""
+        with self._lock:
+            self._loops.pop(loop_id, None)
 
     def renumber(self, loop_id: str, instance: str, sequence: int = 0, cycles: int = 0) -> None:
         """Number the loop from the start again as `instance` (a reader about to report its session from the top),
