@@ -89,9 +89,9 @@ class _Buffer:
             return 0
         dropped = set(split)  # with every call of a response that lost one, and their results
         for m in self.messages:
-            if _call_ids((m,)) & split:
-                dropped |= _call_ids((m,))
-        self._keep([i for i, m in enumerate(self.messages) if not (_call_ids((m,)) | _result_ids((m,))) & dropped])
+            if split.intersection(m.call_ids):
+                dropped.update(m.call_ids)
+        self._keep([i for i, m in enumerate(self.messages) if not dropped.intersection(m.call_ids + m.result_ids)])
         return len(split)
 
     def place_summary(self) -> None:
@@ -108,19 +108,19 @@ class _Buffer:
             while at < len(self.messages) and self.origins[at] <= head:
                 at += 1
             # a response goes after the summary unless its results are all before it too
-            while unanswered := [i for i in range(at) if _call_ids(self.messages[i:i + 1])
-                                 - _result_ids(self.messages[:at])]:
+            while unanswered := [i for i in range(at) if not _result_ids(self.messages[:at]).issuperset(
+                    self.messages[i].call_ids)]:
                 at = unanswered[0]
         self.messages.insert(at, self.summary)
         self.origins.insert(at, set())
 
 
 def _call_ids(messages: Sequence[Message]) -> set[str]:
-    return {p.id for m in messages for p in m.parts if isinstance(p, ToolCall)}
+    return {i for m in messages for i in m.call_ids}
 
 
 def _result_ids(messages: Sequence[Message]) -> set[str]:
-    return {p.call_id for m in messages for p in m.parts if isinstance(p, ToolResult)}
+    return {i for m in messages for i in m.result_ids}
 
 
 def _in_view(ev: dict) -> bool:
