@@ -107,10 +107,7 @@ class _Buffer:
             at = 0
             while at < len(self.messages) and self.origins[at] <= head:
                 at += 1
-            # a response goes after the summary unless its results are all before it too
-            while unanswered := [i for i in range(at) if not _result_ids(self.messages[:at]).issuperset(
-                    self.messages[i].call_ids)]:
-                at = unanswered[0]
+            at = _unsplit(self.messages, at)
         self.messages.insert(at, self.summary)
         self.origins.insert(at, set())
 
@@ -121,6 +118,22 @@ def _call_ids(messages: Sequence[Message]) -> set[str]:
 
 def _result_ids(messages: Sequence[Message]) -> set[str]:
     return {i for m in messages for i in m.result_ids}
+
+
+def _unsplit(messages: Sequence[Message], limit: int) -> int:
+    """The largest index up to `limit` that parts no response from its results: a response goes after
+    the summary unless its results are all before it too. One pass."""
+    answer_at: dict[str, int] = {}
+    for j, m in enumerate(messages):
+        for call_id in m.result_ids:
+            answer_at.setdefault(call_id, j)
+    best, reach = 0, -1  # reach: the last message the responses so far need before the summary
+    for i in range(limit):
+        if reach < i:
+            best = i
+        for call_id in messages[i].call_ids:
+            reach = max(reach, answer_at.get(call_id, len(messages)))
+    return limit if reach < limit else best
 
 
 def _in_view(ev: dict) -> bool:
