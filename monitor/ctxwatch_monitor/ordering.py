@@ -89,6 +89,7 @@ GUARD = "guard"       # a cycle is missing: the loop follows the state the guard
 EPISODE_CONFIRMATIONS = 2  # spans of a new episode (or guard instance, or a jump) needed before the loop takes it
 MAX_RIVALS = 4             # candidate runs (episode, instance) set aside besides the one a span came for last
 MAX_LEFT_INSTANCES = 8     # guard instances a loop left whose late spans it still recognises
+LONE_WAITS = 12            # a lone span held ahead of a gap (none corroborates it) waits this many `wait`s for it
 # what became of an offered span: applied in its turn, held ahead of a missing one of the loop's run, held aside (a
 # candidate run's, or far ahead: not the loop's run yet, perhaps never), late
 APPLIED, HELD, ASIDE, LATE = "applied", "held", "aside", "late"
@@ -305,7 +306,10 @@ class Sequencer:
         self._drain(loop, now)
         while len(order.pending) > self.window:
             self._skip_gap(loop, now, "the reorder window is full")
-        return HELD if held else APPLIED
+        if not held:
+            return APPLIED
+        # a lone span ahead of a gap is no sign of the loop's life yet (a forgery, perhaps), as one far ahead is not
+        return HELD if not order.pending or self._corroborated(order.pending) else ASIDE
 
     def expire(self, loop: Any, now: float) -> bool:
         """Give up the gap a held span has waited `wait` seconds for, and apply what follows it; take a lone
@@ -314,8 +318,11 @@ class Sequencer:
         was applied."""
         order: LoopOrder = loop.order
         applied = False
-        while order.pending and order.since is not None and now - order.since >= self.wait:
-            self._skip_gap(loop, now, f"not received within {self.wait:g} s")
+        while order.pending and order.since is not None:
+            wait = self._gap_wait(order.pending)
+            if now - order.since < wait:
+                break
+            self._skip_gap(loop, now, f"not received within {wait:g} s")
             applied = True
         lone = order.lone
         if not order.pending and lone is not None:
@@ -349,6 +356,20 @@ class Sequencer:
         order.next = first
         self._drain(loop, now)
 
+    def _corroborating(self, spans: Iterable[int], sequence: int) -> list[int]:
+        """The other spans of `spans` numbered within `window` of `sequence`: with `EPISODE_CONFIRMATIONS` - 1 of them
+        or more, a span numbered past the loop's run is taken for its guard's (far ahead, or ahead of a gap)."""
+        return [other for other in spans if other != sequence and abs(sequence - other) <= self.window]
+
+    def _corroborated(self, pending: dict[int, MutationRecord]) -> bool:
+        """Whether the first span held ahead of the loop's gap is corroborated (see `_corroborating`)."""
+        return len(self._corroborating(pending, min(pending))) + 1 >= EPISODE_CONFIRMATIONS
+
+    def _gap_wait(self, pending: dict[int, MutationRecord]) -> float:
+        """How long the spans held ahead of the loop's gap wait for it: `wait`, or `LONE_WAITS` times as long for a
+        lone span (one forged span must not give up a gap of genuine spans; see the module docstring)."""
+        return self.wait if self._corroborated(pending) else self.wait * LONE_WAITS
+
     def _far_ahead(self, loop: Any, record: MutationRecord, now: float) -> bool:
         """Hold aside a span numbered more than `window` past the run's furthest; with one held aside within `window`
         of it, both join the held spans (see the module docstring). False when it is not kept (a duplicate, or
@@ -357,8 +378,8 @@ class Sequencer:
         sequence, far = record.sequence, order.far_ahead or {}
         if sequence is None or sequence in far:
             return False
-        near = [other for other in far if abs(sequence - other) <= self.window]
-        if not near:
+        near = self._corroborating(far, sequence)
+        if len(near) + 1 < EPISODE_CONFIRMATIONS:
             far[sequence] = record
             if len(far) > self.window:  # bounded: the one numbered furthest goes (a forger's first)
                 del far[max(far)]
