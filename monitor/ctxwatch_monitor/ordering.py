@@ -10,7 +10,8 @@ Per loop, `LoopOrder` holds the next sequence number expected in the loop's epis
 `window` spans that arrived ahead of it. `Sequencer.offer` hands the engine each span once every
 span before it has been applied; a span behind the next expected one (a duplicate, or one that came
 after its gap was given up) is late: counted, not applied. A gap is given up when a span has waited
-`wait` seconds for it (`expire`) or the window is full: the engine then applies what follows, and
+`wait` seconds for it (`expire`; a lone one, `LONE_WAITS` times as long: see below) or the window is full: the
+engine then applies what follows, and
 when its detector no longer counts the cycles the guard counts, it adopts the guard's reported state
 for the rest of the episode (`source` = guard, with the reason) instead of guessing the missing cycle.
 
