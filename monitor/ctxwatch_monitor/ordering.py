@@ -10,7 +10,8 @@ Per loop, `LoopOrder` holds the next sequence number expected in the loop's epis
 `window` spans that arrived ahead of it. `Sequencer.offer` hands the engine each span once every
 span before it has been applied; a span behind the next expected one (a duplicate, or one that came
 after its gap was given up) is late: counted, not applied. A gap is given up when a span has waited
-`wait` seconds for it (`expire`) or the window is full: the engine then applies what follows, and
+`wait` seconds for it (`expire`; a lone one, `LONE_WAITS` times as long: see below) or the window is full: the
+engine then applies what follows, and
 when its detector no longer counts the cycles the guard counts, it adopts the guard's reported state
 for the rest of the episode (`source` = guard, with the reason) instead of guessing the missing cycle.
 
@@ -71,6 +72,19 @@ second span within `window` of it corroborates it (what a sparse head sampler se
 join the held spans and are ordered as they are, and one held aside that the run comes within `window`
 of joins them too (a flush whose last batch arrives first). So one forged span numbered far ahead
 changes nothing the loop shows, as one forged episode number or instance id does not.
+
+A lone span ahead of a gap: one numbered within `window` is held, but a span held ahead of a gap gives the gap up
+after `wait` only when it is corroborated by the same rule (another held span within `window` of it:
+`Sequencer._corroborating`); a lone one waits `LONE_WAITS` times as long (what a guard's last span after a lost batch
+needs before it is applied: a bounded delay), and it is `ASIDE`, no sign of the loop's life, until then. The loop's
+own spans arriving meanwhile are applied in their turn (each one that is restarts that wait). Once a lone span was
+applied so (`LoopOrder.jump`), a span of the gap given up for it, arriving before any span after it, takes the run back
+to where it stopped: the gap's spans are applied, the lone span's number is passed over when the run reaches it (that
+span was applied), and the loop follows the state the guard reports from then on (the lone span fed the detector out
+of turn). A span after the lone one confirms it (the guard went on past it). So one forged span ahead of a gap, of the
+loop's own instance, makes at most the genuine span of its own number late (what a forged span numbered next can do
+anyway), however long the genuine guard is quiet; with a genuine span of its own held ahead of a gap (the guard's
+spans delayed or lost) it corroborates that one, and that gap is given up after `wait`, as the guard's next span would.
 """
 
 from __future__ import annotations
@@ -89,6 +103,7 @@ GUARD = "guard"       # a cycle is missing: the loop follows the state the guard
 EPISODE_CONFIRMATIONS = 2  # spans of a new episode (or guard instance, or a jump) needed before the loop takes it
 MAX_RIVALS = 4             # candidate runs (episode, instance) set aside besides the one a span came for last
 MAX_LEFT_INSTANCES = 8     # guard instances a loop left whose late spans it still recognises
+LONE_WAITS = 12            # a lone span held ahead of a gap (none corroborates it) waits this many `wait`s for it
 # what became of an offered span: applied in its turn, held ahead of a missing one of the loop's run, held aside (a
 # candidate run's, or far ahead: not the loop's run yet, perhaps never), late
 APPLIED, HELD, ASIDE, LATE = "applied", "held", "aside", "late"
@@ -122,7 +137,7 @@ class LoopOrder:
 
     __slots__ = ("next", "pending", "since", "candidate", "candidates", "candidate_seen", "previous", "source",
                  "reason", "gap", "seen", "instance", "candidate_instance", "left", "unconfirmed", "far_ahead",
-                 "rivals")
+                 "rivals", "jump")
 
     def __init__(self) -> None:
         self.next = 1                                    # the sequence number expected next in the episode
@@ -144,6 +159,8 @@ class LoopOrder:
         self.unconfirmed: tuple[str | None, int, MutationRecord] | None = None
         # the other candidate runs held aside, by (episode, instance): when a span of them last came, and their spans
         self.rivals: dict[tuple[int, str | None], tuple[float, dict[int, MutationRecord]]] | None = None
+        # after a lone span was applied past a gap given up for it (`LONE_WAITS`): where the run stopped, that span
+        self.jump: tuple[int, int] | None = None
 
     def groups(self) -> list[tuple[tuple[int, str | None], float, dict[int, MutationRecord]]]:
         """Every candidate run held aside (the lead one and its rivals): its (episode, instance), when a span of it
@@ -202,7 +219,7 @@ class LoopOrder:
         it is written for every loop a commit touches)."""
         if not (self.pending or self.candidates or self.reason or self.gap or self.since is not None
                 or self.candidate is not None or self.left or self.unconfirmed is not None or self.far_ahead
-                or self.rivals):
+                or self.rivals or self.jump is not None):
             previous = "null" if self.previous is None else int(self.previous)
             instance = "null" if self.instance is None else encode_basestring(self.instance)
             return (f'{{"next":{int(self.next)},"seen":{float(self.seen)!r},"previous":{previous},'
@@ -218,7 +235,8 @@ class LoopOrder:
                         "rivals": [[episode, instance, seen, [_stored(r) for r in spans.values()]]
                                    for (episode, instance), (seen, spans) in (self.rivals or {}).items()],
                         "unconfirmed": None if self.unconfirmed is None else
-                        [self.unconfirmed[0], self.unconfirmed[1], _stored(self.unconfirmed[2])]})
+                        [self.unconfirmed[0], self.unconfirmed[1], _stored(self.unconfirmed[2])],
+                        "jump": None if self.jump is None else list(self.jump)})
 
     @classmethod
     def from_json(cls, text: str | None) -> LoopOrder:
@@ -239,6 +257,8 @@ class LoopOrder:
                             for episode, instance, seen, spans in data.get("rivals", ())} or None
             if (unconfirmed := data.get("unconfirmed")) is not None:
                 order.unconfirmed = (unconfirmed[0], unconfirmed[1], _record(unconfirmed[2]))
+            if (jump := data.get("jump")) is not None:
+                order.jump = (jump[0], jump[1])
         return order
 
 
@@ -284,6 +304,8 @@ class Sequencer:
         if sequence == order.next and record.episode == loop.episode and not (order.pending or order.far_ahead):
             order.next, order.seen = sequence + 1, now
             self._apply(loop, record, now)
+            if order.jump is not None:
+                _passed(order)
             return APPLIED
         if record.episode != loop.episode:
             if record.episode == order.previous or (record.instance is not None and record.episode < loop.episode):
@@ -291,6 +313,11 @@ class Sequencer:
             return ASIDE if self._candidate(loop, record, now) else LATE
         if sequence - max(order.next - 1, max(order.pending, default=0)) > self.window:  # no sign of life yet
             return ASIDE if self._far_ahead(loop, record, now) else LATE
+        if order.jump is not None:
+            if sequence == order.jump[1]:
+                return LATE  # the lone span's number: that span was applied
+            if order.jump[0] <= sequence < order.jump[1] == order.next - 1:
+                self._back(loop, sequence)  # the run goes on from where it stopped: the lone span was taken too soon
         if sequence < order.next or sequence in order.pending:
             return LATE  # a duplicate is no sign of its guard's life (it holds no lone restart span back)
         order.seen = now
@@ -305,7 +332,10 @@ class Sequencer:
         self._drain(loop, now)
         while len(order.pending) > self.window:
             self._skip_gap(loop, now, "the reorder window is full")
-        return HELD if held else APPLIED
+        if not held:
+            return APPLIED
+        # a lone span ahead of a gap is no sign of the loop's life yet (a forgery, perhaps), as one far ahead is not
+        return HELD if not order.pending or self._corroborated(order.pending) else ASIDE
 
     def expire(self, loop: Any, now: float) -> bool:
         """Give up the gap a held span has waited `wait` seconds for, and apply what follows it; take a lone
@@ -314,8 +344,17 @@ class Sequencer:
         was applied."""
         order: LoopOrder = loop.order
         applied = False
-        while order.pending and order.since is not None and now - order.since >= self.wait:
-            self._skip_gap(loop, now, f"not received within {self.wait:g} s")
+        while order.pending and order.since is not None:
+            wait, alone = self._gap_wait(order.pending), not self._corroborated(order.pending)
+            if now - order.since < wait:
+                break
+            stopped, before = order.next, order.jump
+            self._skip_gap(loop, now, f"not received within {wait:g} s")
+            if alone and not order.pending and order.jump is None:  # until the run goes on past it, a span of the
+                if before is not None and stopped <= before[1]:      # gap takes it back (`_back`), never behind a
+                    stopped = before[1] + 1                          # lone span applied before
+                if stopped < order.next - 1:
+                    order.jump = (stopped, order.next - 1)
             applied = True
         lone = order.lone
         if not order.pending and lone is not None:
@@ -336,6 +375,8 @@ class Sequencer:
             order.next += 1
             drained = True
             self._apply(loop, record, now)
+            if order.jump is not None:
+                _passed(order)
         if not pending:
             order.since = None
         elif drained:  # a new gap: the spans behind it wait from now
@@ -344,10 +385,37 @@ class Sequencer:
     def _skip_gap(self, loop: Any, now: float, why: str) -> None:
         order: LoopOrder = loop.order
         first = min(order.pending)
-        missing = f"{order.next}" if first == order.next + 1 else f"{order.next}-{first - 1}"
-        order.gap = f"span(s) {missing} of episode {loop.episode} missing ({why})"
+        order.gap = f"span(s) {_numbers(order.next, first - 1)} of episode {loop.episode} missing ({why})"
         order.next = first
         self._drain(loop, now)
+
+    def _back(self, loop: Any, sequence: int) -> None:
+        """Span `sequence` of the gap given up for a lone span (`LoopOrder.jump`) came: the loop's run goes back to
+        where it stopped (the caller holds or applies the span as any), following the state the guard reports from
+        now on (the lone span fed the detector out of turn), and passes over the lone span's number when it
+        reaches it (`_passed`: that span was applied, and the first copy of a number to arrive is the one applied)."""
+        order: LoopOrder = loop.order
+        if order.jump is None:
+            raise ValueError("no lone span taken to go back from")
+        stopped, lone = order.jump
+        order.next, order.source = stopped, GUARD  # spans held past the lone one stay held
+        order.reason = (f"span {lone} was applied alone once span(s) {_numbers(stopped, lone - 1)} of episode "
+                        f"{loop.episode} were given up, then span {sequence} came: the loop follows the state the "
+                        f"guard reports")
+
+    def _corroborating(self, spans: Iterable[int], sequence: int) -> list[int]:
+        """The other spans of `spans` numbered within `window` of `sequence`: with `EPISODE_CONFIRMATIONS` - 1 of them
+        or more, a span numbered past the loop's run is taken for its guard's (far ahead, or ahead of a gap)."""
+        return [other for other in spans if other != sequence and abs(sequence - other) <= self.window]
+
+    def _corroborated(self, pending: dict[int, MutationRecord]) -> bool:
+        """Whether the first span held ahead of the loop's gap is corroborated (see `_corroborating`)."""
+        return len(self._corroborating(pending, min(pending))) + 1 >= EPISODE_CONFIRMATIONS
+
+    def _gap_wait(self, pending: dict[int, MutationRecord]) -> float:
+        """How long the spans held ahead of the loop's gap wait for it: `wait`, or `LONE_WAITS` times as long for a
+        lone span (one forged span must not give up a gap of genuine spans; see the module docstring)."""
+        return self.wait if self._corroborated(pending) else self.wait * LONE_WAITS
 
     def _far_ahead(self, loop: Any, record: MutationRecord, now: float) -> bool:
         """Hold aside a span numbered more than `window` past the run's furthest; with one held aside within `window`
@@ -357,8 +425,8 @@ class Sequencer:
         sequence, far = record.sequence, order.far_ahead or {}
         if sequence is None or sequence in far:
             return False
-        near = [other for other in far if abs(sequence - other) <= self.window]
-        if not near:
+        near = self._corroborating(far, sequence)
+        if len(near) + 1 < EPISODE_CONFIRMATIONS:
             far[sequence] = record
             if len(far) > self.window:  # bounded: the one numbered furthest goes (a forger's first)
                 del far[max(far)]
@@ -420,7 +488,7 @@ class Sequencer:
         # the candidate runs of the instance or episode the loop left are over: their spans are late from now on
         order.rivals = {key: value for key, value in (order.rivals or {}).items()
                         if not (key[1] == old if restart else key == (left, old))} or None
-        order.next, order.pending, order.since, order.seen, order.far_ahead = 1, held, now, now, None
+        order.next, order.pending, order.since, order.seen, order.far_ahead, order.jump = 1, held, now, now, None, None
         order.source, order.reason, order.gap = MONITOR, None, None
         self._drain(loop, now)
 
@@ -443,13 +511,32 @@ class Sequencer:
             self._skip_gap(loop, now, f"guard instance {instance} went on")
         self._new_episode(loop, record.episode, now)
         order.unconfirmed, order.instance, order.previous = None, instance, None
-        order.next, order.pending, order.since, order.seen, order.far_ahead = stopped, {}, None, now, None
+        order.next, order.pending, order.since, order.seen = stopped, {}, None, now
+        order.far_ahead, order.jump = None, None
         order.source, order.gap = GUARD, None
         order.reason = (f"a lone span of guard instance {brought} was taken for a restart, then instance {instance} "
                         f"went on: the loop follows the state that guard reports")
         _lead(order, (lone.episode, brought), now)
         order.candidates.update(_by_sequence((lone,)))
         order.candidate_seen = now
+
+
+def _numbers(first: int, last: int) -> str:
+    """Sequence numbers `first` to `last`, as the views name a gap."""
+    return f"{first}" if first == last else f"{first}-{last}"
+
+
+def _passed(order: LoopOrder) -> None:
+    """The run moved: past the lone span it took (`LoopOrder.jump`), the guard went on after it and the jump stands;
+    gone back and reaching the lone span's number, the run passes over it (that span was applied)."""
+    if order.jump is None:
+        return
+    stopped, lone = order.jump
+    if order.next == lone:
+        order.next += 1
+        order.jump = None
+    elif order.next > lone + 1:
+        order.jump = None
 
 
 def _lead(order: LoopOrder, key: tuple[int, str | None], now: float) -> None:
