@@ -149,17 +149,21 @@ def _nested(depth: int) -> dict[str, Any]:
 
 def test_deep_nesting_rejects_the_span_or_the_request_never_raises_recursion() -> None:
     good, deep = read(json_request(mutation("shallow"), mutation("deep", nest=_nested(200))))
-    assert good.problem is None and deep.problem is not None and "too deep" in deep.problem
+    assert good.problem is None and deep.problem is not None
+    assert deep.problem.startswith("attribute nest is nested more than 100 messages deep")
+    # deeper than json.loads reads, where a span goes: read anyway, and refused for what it is
     too_deep_for_json = b'{"resourceSpans": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    with pytest.raises(DecodeError, match="not valid JSON"):
+    with pytest.raises(DecodeError, match=r"resourceSpans\[0\] must be an object"):
         read(too_deep_for_json)
+    with pytest.raises(DecodeError, match="not valid JSON"):
+        read(too_deep_for_json[:-2] + b"}")
     message = ExportTraceServiceRequest.FromString(request(mutation("pb-deep")))
     kv = message.resource_spans[0].scope_spans[0].spans[0].attributes.add(key="nest")
     value = kv.value
     for _ in range(200):
         value = value.array_value.values.add()
     (span,) = read(message.SerializeToString(), PROTOBUF)
-    assert span.problem is not None and span.problem.startswith("the span cannot be read")
+    assert span.problem is not None and span.problem.startswith("the span cannot be read: attribute nest is nested")
 
 
 def test_protobuf_invalid_utf8_rejects_its_span_alone() -> None:
