@@ -25,8 +25,6 @@ from test_bad_input import mutation
 from test_bad_input import request as protobuf_request
 from test_poison_spans import JSON, PROTOBUF, _json_value, rejected
 
-from ctxwatch import semconv
-
 DEEP = 400  # kvlists nested in the hostile value: 1,600 levels of JSON
 PLACEHOLDER = "DEEP-VALUE-GOES-HERE"
 HOSTILE_KEY = "payload.nested"
@@ -75,8 +73,8 @@ def json_body(prefix: str, hostile_value: str) -> bytes:
 
 
 def protobuf_body(prefix: str, kind: str, depth: int) -> bytes:
-    """`json_body` in protobuf, the hostile value kvlists or arrays nested `depth` deep (serialized messages concatenated
-    are one message: their resourceSpans in order)."""
+    """`json_body` in protobuf, the hostile value kvlists or arrays nested `depth` deep (serialized messages
+    concatenated are one message: their resourceSpans in order)."""
     request = ExportTraceServiceRequest.FromString(b"".join(
         protobuf_request(mutation(f"{prefix}-{suffix}", **extra), resource={"service.name": service})
         for suffix, service, extra in (("a", "svc-a", {}), ("bad", "svc-hostile", {HOSTILE_KEY: "shallow"}),
@@ -146,7 +144,8 @@ def test_a_value_json_format_cannot_quote_rejects_its_span_alone(server: Monitor
 def test_reading_a_deep_body_again_is_charged_to_the_sender(tmp_path: Path) -> None:
     monitor = MonitorProcess(tmp_path / "state.sqlite3", "--slow-path-rate", "1", "--slow-path-burst", "64").start()
     try:
-        count, _ = rejected(monitor.post("/v1/traces", content=json_body("charged", _nested("kvlist", DEEP)), headers=JSON))
+        body = json_body("charged", _nested("kvlist", DEEP))
+        count, _ = rejected(monitor.post("/v1/traces", content=body, headers=JSON))
         reads = metric_value(monitor.get("/metrics").text, "ctxwatch_monitor_slow_path_reads_total", encoding="json")
         assert count == 1 and 1 + DEEP * 5 // 256 <= reads < 64  # one a fallback, one per 256 values read again
         huge = json_body("too-costly", _nested("kvlist", 20 * DEEP))
