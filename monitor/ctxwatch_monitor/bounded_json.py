@@ -22,8 +22,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from json.decoder import JSONDecodeError, scanstring
-from json.scanner import make_scanner  # type: ignore[attr-defined]
+from json.decoder import JSONDecodeError, scanstring  # type: ignore[attr-defined]  # json's C string reader
+from json.scanner import make_scanner
 from typing import Any
 
 MAX_DEPTH = 256  # containers nested deeper than this are kept as TOO_DEEP
@@ -43,7 +43,8 @@ class TooDeep:
 TOO_DEEP = TooDeep()
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
-_scan_once = make_scanner(json.JSONDecoder())  # json's own (C) scanner of one value
+# json's own (C) scanner of one value, as json.loads reads it
+_scan_once: Callable[[str, int], tuple[Any, int]] = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 _CLOSE = {"{": "}", "[": "]"}
 
 
@@ -70,7 +71,7 @@ def _skip(text: str, at: int) -> int:
 
 def _scalar(text: str, at: int) -> tuple[Any, int]:
     try:
-        return _scan_once(text, at)  # type: ignore[no-any-return]
+        return _scan_once(text, at)
     except StopIteration:
         raise JSONDecodeError("Expecting value", text, at) from None
 
@@ -108,7 +109,7 @@ def _read(text: str, at: int, charge: Callable[[], None]) -> tuple[Any, int]:
                 charge()
                 uncharged = 0
         if value is _PENDING:  # a container read here: open it
-            frame = [opening, None if depth > MAX_DEPTH else {} if opening == "{" else [], None]
+            frame: list[Any] = [opening, None if depth > MAX_DEPTH else {} if opening == "{" else [], None]
             at = _skip(text, at + 1)
             if text[at:at + 1] != _CLOSE[opening]:
                 stack.append(frame)
