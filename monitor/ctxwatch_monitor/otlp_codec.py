@@ -13,8 +13,10 @@ lowerCamelCase or as the original field names), and each resource and span is re
 message, the reference for what OTLP/JSON means here (an integer outside int64, a lone surrogate, two values in
 one AnyValue are its refusals; unknown fields are ignored, trace and span ids are read as hex, as the OTLP JSON
 mapping says). `decode_json_reference` reads every object with json_format (the oracle of the tests, the
-baseline of the benchmark). A request that cannot be read at all raises `DecodeError` (HTTP 400, never
-retried), naming the field. Every read by a slow path (json_format, protobuf span by span) is announced to
+baseline of the benchmark). A JSON body nested deeper than `json.loads` reads is read again by `bounded_json`
+(charged to `slow`), so a span or resource nested deeper than `MAX_NESTING` messages (protobuf's limit, kept
+for JSON too) is rejected alone in either encoding. A request that cannot be read at all raises `DecodeError`
+(HTTP 400, never retried), naming the field. Every read by a slow path (json_format, protobuf span by span) is announced to
 the caller's `slow` first, which may stop the decoding (the per-client budget: `slow_path`).
 """
 
