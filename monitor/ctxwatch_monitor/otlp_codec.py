@@ -16,8 +16,8 @@ mapping says). `decode_json_reference` reads every object with json_format (the 
 baseline of the benchmark). A JSON body nested deeper than `json.loads` reads is read again by `bounded_json`
 (charged to `slow`), so a span or resource nested deeper than `MAX_NESTING` messages (protobuf's limit, kept
 for JSON too) is rejected alone in either encoding. A request that cannot be read at all raises `DecodeError`
-(HTTP 400, never retried), naming the field. Every read by a slow path (json_format, protobuf span by span) is announced to
-the caller's `slow` first, which may stop the decoding (the per-client budget: `slow_path`).
+(HTTP 400, never retried), naming the field. Every read by a slow path (json_format, protobuf span by span) is
+announced to the caller's `slow` first, which may stop the decoding (the per-client budget: `slow_path`).
 """
 
 from __future__ import annotations
@@ -194,14 +194,17 @@ def _pb_problem(message: type[Span] | type[Resource], serialized: bytes, exc: Ex
     """Why a span or resource the protobuf runtime refused does not parse: the first attribute that does not
     (read alone in the same message, so at the same depth), by its key; else the runtime's reason."""
     number = _ATTRIBUTES_FIELD[message]
-    for field, attribute in _len_fields(serialized):
-        if field != number:
-            continue
-        try:
-            message.FromString(_length_delimited(number, attribute))
-        except _PB_ERRORS as attribute_exc:
-            key = next((b for n, b in _len_fields(attribute) if n == 1), b"")
-            return f"attribute {key.decode(errors='backslashreplace')[:MAX_KEY_SHOWN]} {_pb_reason(attribute_exc)}"
+    try:
+        for field, attribute in _len_fields(serialized):
+            if field != number:
+                continue
+            try:
+                message.FromString(_length_delimited(number, attribute))
+            except _PB_ERRORS as attribute_exc:
+                key = next((b for n, b in _len_fields(attribute) if n == 1), b"")
+                return f"attribute {key.decode(errors='backslashreplace')[:MAX_KEY_SHOWN]} {_pb_reason(attribute_exc)}"
+    except ValueError:  # its framing is broken: the runtime's reason says so
+        pass
     return _pb_reason(exc)
 
 

@@ -172,6 +172,14 @@ def test_protobuf_invalid_utf8_rejects_its_span_alone() -> None:
     assert first.problem is None and second.problem is not None and "UTF-8" in second.problem
 
 
+def test_a_broken_framing_inside_one_protobuf_span_rejects_it_alone() -> None:
+    # resourceSpans { scopeSpans { spans { attributes { key: 9 bytes announced, 2 given } } } }
+    broken = b"\x0a\x0a\x12\x08\x12\x06\x4a\x04\x0a\x09ab"
+    first, second = read(request(mutation("pb-ok")) + broken, PROTOBUF)
+    assert first.problem is None and second.problem is not None
+    assert second.where == "resourceSpans[1].scopeSpans[0].spans[0]"
+
+
 def test_a_broken_protobuf_framing_is_a_decode_error_naming_where() -> None:
     with pytest.raises(DecodeError) as caught:
         read(b"\x0a\x05\x12\x03\x12\x09\x00", PROTOBUF)
