@@ -13,9 +13,11 @@ lowerCamelCase or as the original field names), and each resource and span is re
 message, the reference for what OTLP/JSON means here (an integer outside int64, a lone surrogate, two values in
 one AnyValue are its refusals; unknown fields are ignored, trace and span ids are read as hex, as the OTLP JSON
 mapping says). `decode_json_reference` reads every object with json_format (the oracle of the tests, the
-baseline of the benchmark). A request that cannot be read at all raises `DecodeError` (HTTP 400, never
-retried), naming the field. Every read by a slow path (json_format, protobuf span by span) is announced to
-the caller's `slow` first, which may stop the decoding (the per-client budget: `slow_path`).
+baseline of the benchmark). A JSON body nested deeper than `json.loads` reads is read again by `bounded_json`
+(charged to `slow`), so a span or resource nested deeper than `MAX_NESTING` messages (protobuf's limit, kept
+for JSON too) is rejected alone in either encoding. A request that cannot be read at all raises `DecodeError`
+(HTTP 400, never retried), naming the field. Every read by a slow path (json_format, protobuf span by span) is
+announced to the caller's `slow` first, which may stop the decoding (the per-client budget: `slow_path`).
 """
 
 from __future__ import annotations
@@ -40,10 +42,17 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from . import bounded_json
 from .otlp_json import Unvouched, read_resource, read_span
 from .wire import PROTOBUF
 
 MAX_KEY_SHOWN = 256  # characters of an attribute key quoted in a rejection
+# Messages a span or resource may hold nested below it (AnyValue, ArrayValue, KeyValueList, KeyValue: 32 kvlists
+# or 49 arrays inside an attribute value): the protobuf runtime's limit (upb reads a message and 100 below it),
+# kept for OTLP/JSON too. A span or resource nested deeper is rejected alone, naming the attribute.
+MAX_NESTING = 100
+TOO_DEEP = (f"is nested more than {MAX_NESTING} messages deep (arrays, kvlists and their values, counted from the "
+            f"span or resource: protobuf's limit)")
 
 
 class DecodeError(ValueError):
@@ -168,6 +177,41 @@ def _len_fields(buf: bytes) -> list[tuple[int, bytes]]:
     return fields
 
 
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    """One length-delimited field, serialized."""
+    length, size = bytearray(), len(payload)
+    while size > 0x7F:
+        length.append(size & 0x7F | 0x80)
+        size >>= 7
+    length.append(size)
+    return bytes([number << 3 | 2]) + bytes(length) + payload
+
+
+_ATTRIBUTES_FIELD = {Span: 9, Resource: 1}  # the field number of `attributes`
+
+
+def _pb_problem(message: type[Span] | type[Resource], serialized: bytes, exc: Exception) -> str:
+    """Why a span or resource the protobuf runtime refused does not parse: the first attribute that does not
+    (read alone in the same message, so at the same depth), by its key; else the runtime's reason."""
+    number = _ATTRIBUTES_FIELD[message]
+    try:
+        for field, attribute in _len_fields(serialized):
+            if field != number:
+                continue
+            try:
+                message.FromString(_length_delimited(number, attribute))
+            except _PB_ERRORS as attribute_exc:
+                key = next((b for n, b in _len_fields(attribute) if n == 1), b"")
+                return f"attribute {key.decode(errors='backslashreplace')[:MAX_KEY_SHOWN]} {_pb_reason(attribute_exc)}"
+    except ValueError:  # its framing is broken: the runtime's reason says so
+        pass
+    return _pb_reason(exc)
+
+
+def _pb_reason(exc: Exception) -> str:
+    return TOO_DEEP if "MaxDepth" in str(exc) else f"({exc})"
+
+
 def _decode_protobuf_by_span(body: bytes, span_keys: Collection[str],
                              resource_keys: Collection[str], slow: SlowRead) -> list[RawSpan]:
     """The slow path for a request the protobuf runtime refused: walk ResourceSpans (field 1), their
@@ -180,12 +224,12 @@ def _decode_protobuf_by_span(body: bytes, span_keys: Collection[str],
             where = where_r = f"resourceSpans[{r}]"
             parts = _len_fields(resource_bytes)
             resource, resource_problem = {}, None
+            # repeated occurrences of a message field merge, as their concatenation parses
+            resource_bytes = b"".join(b for n, b in parts if n == 1)
             try:
-                # repeated occurrences of a message field merge, as their concatenation parses
-                resource = _pb_attributes(Resource.FromString(b"".join(b for n, b in parts if n == 1)).attributes,
-                                          resource_keys)
+                resource = _pb_attributes(Resource.FromString(resource_bytes).attributes, resource_keys)
             except _PB_ERRORS as exc:
-                resource_problem = f"its resource cannot be read ({exc})"
+                resource_problem = f"its resource cannot be read: {_pb_problem(Resource, resource_bytes, exc)}"
             for s, (_, scope_bytes) in enumerate(f for f in parts if f[0] == 2):
                 where = where_s = f"{where_r}.scopeSpans[{s}]"
                 for p, (_, span_bytes) in enumerate(f for f in _len_fields(scope_bytes) if f[0] == 2):
@@ -198,7 +242,7 @@ def _decode_protobuf_by_span(body: bytes, span_keys: Collection[str],
                             span = Span.FromString(span_bytes)
                             attrs, end_ns = _pb_attributes(span.attributes, span_keys), span.end_time_unix_nano
                         except _PB_ERRORS as exc:
-                            problem = f"the span cannot be read ({exc})"
+                            problem = f"the span cannot be read: {_pb_problem(Span, span_bytes, exc)}"
                     spans.append(RawSpan(attrs, resource, end_ns, where, problem))
     except ValueError as exc:
         raise DecodeError(f"body is not a protobuf ExportTraceServiceRequest: {where}: {exc}", where) from None
@@ -231,13 +275,15 @@ def span_from_json(obj: dict[str, Any]) -> Span:
         for link in links:
             if isinstance(link, dict):
                 _hex_ids_as_base64(link)
-    return json_format.ParseDict(obj, Span(), ignore_unknown_fields=True)
+    return json_format.ParseDict(obj, Span(), ignore_unknown_fields=True, max_recursion_depth=MAX_NESTING + 1)
 
 
 # what json_format raises on input it cannot read: ParseError, except for a lone surrogate where it looks
-# up a field name (a string given where an object goes), which escapes from upb as a SystemError, and an
-# integer too large for a double where a double goes (float() raises OverflowError)
-_NOT_READ = (json_format.ParseError, SystemError, OverflowError)
+# up a field name (a string given where an object goes), which escapes from upb as a SystemError, an
+# integer too large for a double where a double goes (float() raises OverflowError), and RecursionError
+# when it quotes a value nested about a thousand levels deep in its message (json.loads reads that deep)
+_NOT_READ = (json_format.ParseError, SystemError, OverflowError, RecursionError)
+_TOO_DEEP_PARSE = re.compile(r"Message too deep\. Max recursion depth is \d+")
 _PARSE_STEP = re.compile(r"Failed to parse (\w+) field: ")
 _MAX_REASON = 200
 _LONG_WORD = re.compile(r"\S{32,}")  # a value quoted in the error (400 digits, say), cut short
@@ -248,6 +294,8 @@ def _parse_reason(exc: Exception, message: type[Message]) -> str:
     what was wrong (a long value quoted in it cut short)."""
     if isinstance(exc, OverflowError):
         return "doubleValue (double): the number is too large for a double"
+    if isinstance(exc, RecursionError) or _TOO_DEEP_PARSE.search(str(exc)) is not None:
+        return TOO_DEEP
     if not isinstance(exc, json_format.ParseError):
         return "a field name is not valid UTF-8 (a lone surrogate)"
     text, descriptor, name, type_name = str(exc), message.DESCRIPTOR, "", ""
@@ -276,7 +324,8 @@ def _attributes_problem(obj: dict[str, Any], exc: Exception, message: type[Messa
         if not isinstance(kv, dict):  # json_format raises TypeError, not ParseError, for these
             return f"attributes[{i}] must be an object, got {type(kv).__name__}"
         try:
-            json_format.ParseDict(kv, KeyValue(), ignore_unknown_fields=True)
+            # one level below the span or resource: MAX_NESTING messages with the KeyValue
+            json_format.ParseDict(kv, KeyValue(), ignore_unknown_fields=True, max_recursion_depth=MAX_NESTING)
         except _NOT_READ as attribute_exc:
             key = kv.get("key")
             name = key[:MAX_KEY_SHOWN] if isinstance(key, str) else f"attributes[{i}]"
@@ -318,8 +367,9 @@ def _json_resource(resource_spans: dict[str, Any], where: str, keys: Collection[
             return read_resource(obj, keys), None
         slow()
     try:
-        return _pb_attributes(json_format.ParseDict(obj, Resource(), ignore_unknown_fields=True).attributes,
-                              keys), None
+        resource = json_format.ParseDict(obj, Resource(), ignore_unknown_fields=True,
+                                         max_recursion_depth=MAX_NESTING + 1)
+        return _pb_attributes(resource.attributes, keys), None
     except _NOT_READ as exc:
         return {}, f"its resource cannot be read: {_attributes_problem(obj, exc, Resource)}"
 
@@ -346,8 +396,11 @@ def _decode_json(body: bytes, span_keys: Collection[str], resource_keys: Collect
     where); each resource and each span is read on its own, so one that does not parse rejects only itself
     (or, for a resource, its spans)."""
     try:
-        document = json.loads(body)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        try:
+            document = json.loads(body)
+        except RecursionError:  # nested deeper than json.loads reads: read again without recursing, charged
+            document = bounded_json.loads(body, slow or _unlimited)
+    except (UnicodeDecodeError, ValueError) as exc:
         raise DecodeError(f"body is not valid JSON: {exc}") from None
     document = _json_object(document, "request")
     spans: list[RawSpan] = []

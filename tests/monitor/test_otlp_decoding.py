@@ -149,23 +149,35 @@ def _nested(depth: int) -> dict[str, Any]:
 
 def test_deep_nesting_rejects_the_span_or_the_request_never_raises_recursion() -> None:
     good, deep = read(json_request(mutation("shallow"), mutation("deep", nest=_nested(200))))
-    assert good.problem is None and deep.problem is not None and "too deep" in deep.problem
+    assert good.problem is None and deep.problem is not None
+    assert deep.problem.startswith("attribute nest is nested more than 100 messages deep")
+    # deeper than json.loads reads, where a span goes: read anyway, and refused for what it is
     too_deep_for_json = b'{"resourceSpans": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    with pytest.raises(DecodeError, match="not valid JSON"):
+    with pytest.raises(DecodeError, match=r"resourceSpans\[0\] must be an object"):
         read(too_deep_for_json)
+    with pytest.raises(DecodeError, match="not valid JSON"):
+        read(too_deep_for_json[:-2] + b"}")
     message = ExportTraceServiceRequest.FromString(request(mutation("pb-deep")))
     kv = message.resource_spans[0].scope_spans[0].spans[0].attributes.add(key="nest")
     value = kv.value
     for _ in range(200):
         value = value.array_value.values.add()
     (span,) = read(message.SerializeToString(), PROTOBUF)
-    assert span.problem is not None and span.problem.startswith("the span cannot be read")
+    assert span.problem is not None and span.problem.startswith("the span cannot be read: attribute nest is nested")
 
 
 def test_protobuf_invalid_utf8_rejects_its_span_alone() -> None:
     body = request(mutation("pb-ok"), mutation("pb-bad", **{AGENT: "PLACEHOLDER"}))
     first, second = read(body.replace(b"PLACEHOLDER", b"PLACE\xff\xfeLDER"), PROTOBUF)
     assert first.problem is None and second.problem is not None and "UTF-8" in second.problem
+
+
+def test_a_broken_framing_inside_one_protobuf_span_rejects_it_alone() -> None:
+    # resourceSpans { scopeSpans { spans { attributes { key: 9 bytes announced, 2 given } } } }
+    broken = b"\x0a\x0a\x12\x08\x12\x06\x4a\x04\x0a\x09ab"
+    first, second = read(request(mutation("pb-ok")) + broken, PROTOBUF)
+    assert first.problem is None and second.problem is not None
+    assert second.where == "resourceSpans[1].scopeSpans[0].spans[0]"
 
 
 def test_a_broken_protobuf_framing_is_a_decode_error_naming_where() -> None:
