@@ -235,6 +235,9 @@ class ContextGuard:
                     report.explain(values=self.telemetry.capture_content))
         elif len(proposed) > len(state.context):
             self._record_append(change, messages)
+        elif state.context.messages:  # the same messages, perhaps new objects with a moved cache breakpoint:
+            state.context = Context(proposed, state.context.boundary)  # handed back as the caller holds them now
+            state.raw = copy_shape(messages)
         state = self._state
         state.with_boundary(len(proposed) if boundary is None else boundary, rendered)
         self._callers.observed(messages)

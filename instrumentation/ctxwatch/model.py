@@ -111,14 +111,17 @@ class Message:
     Immutable by convention (attributes are set once in ``__init__``). `id` is an identifier
     outside the model's view (a LangChain message id, a Responses item id); it does not enter
     the digest, because the model never sees it. `extra` holds canonical JSON of any other
-    fields the source format carried, so adapters can round-trip them.
+    fields the source format carried, so adapters can round-trip them. `annotations` holds canonical
+    JSON of request annotations on its blocks (Anthropic ``cache_control`` breakpoints), kept for the
+    round trip and, like `id`, outside the digest: a breakpoint changes nothing the model reads (the
+    provider's cache is keyed on content), so moving it is no edit of the message.
     """
 
-    __slots__ = ("role", "parts", "id", "name", "extra", "tool_calls", "call_ids", "result_ids", "plain",
+    __slots__ = ("role", "parts", "id", "name", "extra", "annotations", "tool_calls", "call_ids", "result_ids", "plain",
                  "_canonical", "_digest", "_text")
 
     def __init__(self, role: str, parts: Iterable[Part] | str = (), *, id: str | None = None,
-                 name: str | None = None, extra: str | None = None) -> None:
+                 name: str | None = None, extra: str | None = None, annotations: str | None = None) -> None:
         if role not in ROLES:
             raise ValueError(f"unknown message role {role!r}; expected one of {', '.join(sorted(ROLES))}")
         self.role = role
@@ -132,6 +135,7 @@ class Message:
         self.id = id
         self.name = name
         self.extra = extra
+        self.annotations = annotations
         self._canonical: bytes | None = None
         self._digest: int | None = None
         self._text: str | None = None

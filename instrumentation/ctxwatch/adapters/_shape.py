@@ -9,6 +9,15 @@ the same digest.
 
 Content lists are read into `TextPart`s and `OpaquePart`s (plus whatever a format's own block
 reader handles, such as Anthropic's ``tool_use``), one part per block, in order.
+
+One rule of message identity lives here: a block's ``cache_control`` breakpoint and a key whose value
+is null (of a block, or of the message) are annotations, not content. A breakpoint changes nothing the
+model reads (the provider's cache is keyed on content), and the APIs read a null field as an absent one
+(an SDK object dumped with or without ``exclude_none`` is the same message). `read_content` keeps a
+block's annotations in its shape entry (``a``); `envelope` moves them and the message's null keys out of
+the envelope into the message's `annotations`, which are outside the digest, and `unpack` puts them back
+for writing. So a breakpoint that moves from turn to turn (Anthropic's multi-turn prompt caching) or a
+``"citations": null`` leaves a message as it was, and the message still writes back as it was read.
 """
 
 from __future__ import annotations
@@ -18,10 +27,21 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import InvalidContextError
-from ..model import OpaquePart, Part, TextPart, ToolCall, ToolResult, canonical_json
+from ..model import Message, OpaquePart, Part, TextPart, ToolCall, ToolResult, canonical_json
 from ._reader import MISSING, Reader
 
 STR, LIST, NULL, ABSENT = "str", "list", "null", "absent"
+ANNOTATION = "cache_control"  # a block's prompt-cache breakpoint: no part of what the model reads
+
+
+_REQUIRED = frozenset({"type", "text", "id", "name", "input", "tool_use_id"})  # null there: an error to name
+
+
+def annotations_of(block: dict) -> dict:
+    """A block's annotations: its breakpoint and its optional keys whose value is null."""
+    if ANNOTATION not in block and None not in block.values():
+        return {}
+    return {k: v for k, v in block.items() if k == ANNOTATION or (v is None and k not in _REQUIRED)}
 
 # A format's reader for blocks it models itself: (reader, block, field) -> (part, shape entry) or None.
 BlockReader = Callable[[Reader, dict, str], "tuple[Part, dict] | None"]
@@ -39,6 +59,73 @@ def pack_extra(fmt: str, keep: dict | None = None, shape: dict | None = None) ->
     if shape:
         body["shape"] = shape
     return canonical_json(body)
+
+
+def envelope(fmt: str, keep: dict | None, shape: dict) -> dict[str, str | None]:
+    """A message's ``extra`` and ``annotations`` (keyword arguments of `Message`): the envelope without
+    the annotations, and those (the blocks' in the shape's layout, the message's null keys), which stay
+    outside the digest."""
+    plain, notes = _split(shape)
+    if keep and None in keep.values():
+        notes = {**notes, "keep": {k: v for k, v in keep.items() if v is None}}
+        keep = {k: v for k, v in keep.items() if v is not None}
+    return {"extra": pack_extra(fmt, keep, plain), "annotations": canonical_json(notes) if notes else None}
+
+
+def unpack(message: Message, fmt: str) -> tuple[dict, dict]:
+    """(keep, shape) of a message read by `fmt`, its annotations back in the shape."""
+    keep, shape = unpack_extra(message.extra, fmt)
+    if message.annotations is not None:
+        notes = json.loads(message.annotations)
+        if isinstance(notes, dict):
+            shape = _merge(shape, notes)
+            keep = {**keep, **notes.get("keep", {})}
+    return keep, shape
+
+
+def _split(shape: dict) -> tuple[dict, dict]:
+    """(`shape` without its blocks' annotations, those annotations in the same layout: {} when none)."""
+    blocks = shape.get("b")
+    if not blocks:
+        return shape, {}
+    kept: list[dict] = []
+    notes: list[dict] = []
+    for entry in blocks:
+        note: dict[str, Any] = {}
+        if "a" in entry or "s" in entry:
+            entry = dict(entry)
+            if "a" in entry:
+                note["a"] = entry.pop("a")
+            if "s" in entry:
+                inner, inner_notes = _split(entry.pop("s"))
+                if inner:
+                    entry["s"] = inner
+                if inner_notes:
+                    note["s"] = inner_notes
+        if note:
+            notes.append({**note, "i": entry["i"]})
+        if len(entry) > 1:  # more than its index
+            kept.append(entry)
+    if not notes:
+        return shape, {}
+    plain = {k: v for k, v in shape.items() if k not in ("n", "b")}
+    if kept:
+        plain.update(n=shape["n"], b=kept)
+    return plain, {"n": shape["n"], "b": notes}
+
+
+def _merge(shape: dict, notes: dict) -> dict:
+    """`shape` with the annotations `_split` took out of it put back."""
+    if not notes.get("b"):
+        return shape
+    entries = {e["i"]: dict(e) for e in shape.get("b", ()) if isinstance(e, dict) and "i" in e}
+    for note in notes["b"]:
+        entry = entries.setdefault(note["i"], {"i": note["i"]})
+        if "a" in note:
+            entry["a"] = note["a"]
+        if "s" in note:
+            entry["s"] = _merge(entry.get("s", {}), note["s"])
+    return {**shape, "n": notes["n"], "b": list(entries.values())}
 
 
 def unpack_extra(extra: str | None, fmt: str) -> tuple[dict, dict]:
@@ -105,6 +192,10 @@ def read_content(r: Reader, value: Any, field: str, *, text_types: frozenset[str
     for i, block in enumerate(value):
         where = f"{field}[{i}]"
         entry: dict[str, Any] = {}
+        notes = annotations_of(block) if isinstance(block, dict) else {}
+        if notes:  # kept aside: see the module docstring
+            r.json(notes, where)
+            block = {k: v for k, v in block.items() if k not in notes}
         if isinstance(block, str) and bare:
             r.count(len(block), where)
             part: Part = TextPart(block)
@@ -121,6 +212,8 @@ def read_content(r: Reader, value: Any, field: str, *, text_types: frozenset[str
             part, entry = handled
         else:
             part = opaque(r, block, where, kind)
+        if notes:
+            entry = {**entry, "a": notes}
         parts.append(part)
         entries.append((i, entry))
     shape: dict[str, Any] = indexed(entries, len(value))
@@ -141,18 +234,22 @@ def write_content(parts: Sequence[Part], shape: dict, *, index: int, default_tex
     out: list[Any] = []
     for i, part in enumerate(parts):
         entry = entries.get(i, {})
+        block: Any
         if type(part) is TextPart:
             if entry.get("bare"):
-                out.append(part.text)
+                block = part.text
             else:
-                out.append({"type": entry.get("t", default_text), "text": part.text, **entry.get("k", {})})
+                block = {"type": entry.get("t", default_text), "text": part.text, **entry.get("k", {})}
         elif type(part) is OpaquePart:
-            out.append(json.loads(part.data))
+            block = json.loads(part.data)
         elif blocks is not None:
-            out.append(blocks(part, entry))
+            block = blocks(part, entry)
         else:
             raise InvalidContextError(f"a {type(part).__name__} cannot be written as a content block here",
                                       index=index, field=f"parts[{i}]")
+        if "a" in entry and isinstance(block, dict):
+            block.update(entry["a"])
+        out.append(block)
     return out
 
 

@@ -40,7 +40,7 @@ _RESULT_KEYS = frozenset({"type", "tool_use_id", "content", "is_error"})
 
 def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Message:
     role, parts, keep, shape = _read_message(item, index, limits)
-    return Message(role, parts, extra=_shape.pack_extra(FORMAT, keep, shape))
+    return Message(role, parts, **_shape.envelope(FORMAT, keep, shape))
 
 
 def read_parts(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Message:
@@ -107,6 +107,8 @@ def _ordinary_parts(item: Any, limits: Limits) -> list[Part] | None:
             room -= len(call_id) + len(output)
             parts.append(ToolResult(call_id, output, flag))
         else:
+            if _shape.annotations_of(block):  # kept aside from the block's data
+                return None
             data = encoded(block, sort_keys=True, max_containers=depth)
             if data is None:
                 return None
@@ -207,12 +209,12 @@ def read_request(data: dict, limits: Limits, read_one: Callable[[Any, int], Mess
     if "system" in data:
         parts, shape = read_content(Reader(None, limits), data["system"], "system", text_types=_TEXT,
                                     default_text="text", empty=LIST)
-        out.insert(0, Message("system", parts, extra=_shape.pack_extra(FORMAT, None, {**shape, "req": envelope})))
+        out.insert(0, Message("system", parts, **_shape.envelope(FORMAT, None, {**shape, "req": envelope})))
     elif out:
         first = out[0]
-        keep, shape = _shape.unpack_extra(first.extra, FORMAT)
+        keep, shape = _shape.unpack(first, FORMAT)
         out[0] = Message(first.role, first.parts, id=first.id, name=first.name,
-                         extra=_shape.pack_extra(FORMAT, keep, {**shape, "req": envelope}))
+                         **_shape.envelope(FORMAT, keep, {**shape, "req": envelope}))
     return out
 
 
@@ -221,7 +223,7 @@ def write(messages: Sequence[Message]) -> list[dict] | dict:
     envelope: dict | None = None
     system: Any = MISSING
     if messages:
-        _, shape = _shape.unpack_extra(messages[0].extra, FORMAT)
+        _, shape = _shape.unpack(messages[0], FORMAT)
         envelope = shape.get("req")
         if messages[0].role in SYSTEM_ROLES:
             system = write_content(messages[0].parts, shape, index=0, default_text="text", empty=LIST)
@@ -230,7 +232,7 @@ def write(messages: Sequence[Message]) -> list[dict] | dict:
     out: list[dict] = []
     merged_tool_turn = False
     for index, m in enumerate(messages[offset:], start=offset):
-        keep, shape = _shape.unpack_extra(m.extra, FORMAT)
+        keep, shape = _shape.unpack(m, FORMAT)
         if m.role in SYSTEM_ROLES:
             raise InvalidContextError("Anthropic messages have no system role; only a leading system message "
                                       "can be written (as the request's 'system')", index=index, field="role")

@@ -87,7 +87,7 @@ def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Messa
         shape["tc"] = "absent"
     unset = {k for k in defaults if k not in consumed and data.get(k, MISSING) == defaults[k]}
     keep = leftovers(r, data, consumed | unset)
-    return Message(role, parts, id=msg_id, name=name, extra=_shape.pack_extra(FORMAT, keep, shape))
+    return Message(role, parts, id=msg_id, name=name, **_shape.envelope(FORMAT, keep, shape))
 
 
 def _optional(r: Reader, data: dict, key: str, consumed: set[str]) -> str | None:
@@ -134,7 +134,7 @@ def _defaults(cls: type) -> dict[str, Any]:
 def write(messages: Sequence[Message]) -> list[Any]:
     out: list[Any] = []
     for index, m in enumerate(messages):
-        keep, shape = _shape.unpack_extra(m.extra, FORMAT)
+        keep, shape = _shape.unpack(m, FORMAT)
         content, calls, results = _shape.split_parts(m.parts)
         if m.role == "tool" and len(results) == 1 and not content and not calls:
             out.append(_build("tool", _tool_data(results[0], shape, index), keep, shape, m))

@@ -52,11 +52,11 @@ def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Messa
     elif role == "assistant":
         calls = d.get("tool_calls", MISSING)
         if calls is None:
-            shape["tc"] = "null"
+            consumed = consumed - {"tool_calls"}  # kept as a null key: an annotation (_shape), as absent
         elif calls is not MISSING:
             parts.extend(_read_calls(r, calls, shape))
     keep = leftovers(r, d, consumed)
-    return Message(role, parts, name=name, extra=_shape.pack_extra(FORMAT, keep, shape))
+    return Message(role, parts, name=name, **_shape.envelope(FORMAT, keep, shape))
 
 
 def _read_calls(r: Reader, calls: object, shape: dict) -> list[Part]:
@@ -96,7 +96,7 @@ def write(messages: Sequence[Message]) -> list[dict]:
 
 
 def _write_one(m: Message, index: int) -> list[dict]:
-    keep, shape = _shape.unpack_extra(m.extra, FORMAT)
+    keep, shape = _shape.unpack(m, FORMAT)
     content, calls, results = _shape.split_parts(m.parts)
     if m.role == "tool" and len(results) == 1 and not content and not calls:
         d: dict[str, Any] = {"role": "tool", "tool_call_id": results[0].call_id}
@@ -111,7 +111,7 @@ def _write_one(m: Message, index: int) -> list[dict]:
         entries = block_entries(shape.get("calls", {}), len(calls))
         d["tool_calls"] = [_write_call(c, entries.get(i, {})) for i, c in enumerate(calls)]
     elif shape.get("tc"):
-        d["tool_calls"] = None if shape["tc"] == "null" else []
+        d["tool_calls"] = []
     out.append(_finish(d, m, keep))
     return out
 

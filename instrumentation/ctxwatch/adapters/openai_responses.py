@@ -48,7 +48,7 @@ def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Messa
         arg_key = CALL_TYPES[kind]
         call = ToolCall(r.key(d, "call_id", "call_id"), r.key(d, "name", "name"), r.key(d, arg_key, arg_key))
         keep = leftovers(r, d, consumed | {"name", arg_key})
-        return Message("assistant", [call], id=item_id, extra=_shape.pack_extra(FORMAT, keep, _kind_shape(kind)))
+        return Message("assistant", [call], id=item_id, **_shape.envelope(FORMAT, keep, _kind_shape(kind)))
     if kind in OUTPUT_TYPES:
         call_id = r.key(d, "call_id", "call_id")
         value = d.get("output", MISSING)
@@ -57,7 +57,7 @@ def read(item: Any, index: int | None, limits: Limits = DEFAULT_LIMITS) -> Messa
         shape.update(_kind_shape(kind))
         keep = leftovers(r, d, consumed | {"output"})
         return Message("tool", [ToolResult(call_id, _shape.result_output(value, parts))], id=item_id,
-                       extra=_shape.pack_extra(FORMAT, keep, shape))
+                       **_shape.envelope(FORMAT, keep, shape))
     role = "tool" if kind.endswith("_output") else "assistant"
     return Message(role, [opaque(r, d, "item", kind)], id=item_id, extra=_shape.pack_extra(FORMAT, None, {"raw": 1}))
 
@@ -73,7 +73,7 @@ def _read_message(r: Reader, d: dict, kind: object) -> Message:
     item_id = _item_id(r, d)
     consumed = _MESSAGE_KEYS if item_id is not None else _MESSAGE_KEYS - {"id"}
     keep = leftovers(r, d, consumed)
-    return Message(role, parts, id=item_id, extra=_shape.pack_extra(FORMAT, keep, shape))
+    return Message(role, parts, id=item_id, **_shape.envelope(FORMAT, keep, shape))
 
 
 def _item_id(r: Reader, d: dict) -> str | None:
@@ -92,7 +92,7 @@ def _default_text(role: str) -> str:
 def write(messages: Sequence[Message]) -> list[dict]:
     out: list[dict] = []
     for index, m in enumerate(messages):
-        keep, shape = _shape.unpack_extra(m.extra, FORMAT)
+        keep, shape = _shape.unpack(m, FORMAT)
         if shape.get("raw") and len(m.parts) == 1 and type(m.parts[0]) is OpaquePart:
             out.append(json.loads(m.parts[0].data))
             continue
