@@ -27,7 +27,7 @@ from ..fastjson import REFUSED, decoded
 MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 _SNIFF_BYTES = 64 * 1024
-CHUNK_BYTES = 1 << 20  # read at a time by `iter_jsonl`
+CHUNK_BYTES = 64 * 1024  # read at a time by `iter_jsonl` (the heap holds one chunk)
 
 
 class SessionReadError(InvalidContextError):
