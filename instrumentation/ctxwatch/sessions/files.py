@@ -8,7 +8,7 @@ costs only the lines it is on. Inside a JSONL file, a
 corrupt, truncated or over-long line (or one whose bytes are not UTF-8 and are no JSON record with U+FFFD in
 their place) is a `Skip` collected on the session (or, with
 ``strict=True``, a `SessionReadError` naming the line): one bad line does not cost the rest of a
-long recording. JSONL is read one line at a time with a cap on the line length, so memory stays
+long recording. JSONL is read in chunks cut at each newline, with a cap on the line length, so memory stays
 bounded whatever the file size.
 """
 
