@@ -8,10 +8,14 @@ to `json`, so every value and every byte is the one `json` gives:
 - `decoded`: orjson reads an integer past 64 bits as a float, without a word; it refuses what
   `json` reads beyond the standard (NaN, Infinity, 1e400, a lone surrogate escape such as
   ``\\ud800``) and nests up to 1,024 levels, where `json` stops at the interpreter's recursion
-  limit (a little under 1,000, less the calls already on the stack). So a text holding a run of
-  19 digits anywhere (a number that may not fit 64 bits: the check cannot tell a string from a
-  number), or more than `MAX_OPENERS` brackets, or anything orjson refuses, is `REFUSED`: the
-  caller reads it with `json`, which gives its own value or error.
+  limit (a little under 1,000, less the calls already on the stack). What orjson reads is taken
+  when orjson writes it back as the very text (less trailing white space): that text is then what
+  `json` reads too, so its value is orjson's (see `_written_back` for why), and compact records, as
+  agents write them, pass with no check of their own bytes. Otherwise (indented or spaced text, an
+  escape written another way) the text itself is checked: a run of 19 digits anywhere (a number that
+  may not fit 64 bits: the check cannot tell a string from a number), or more than `MAX_OPENERS`
+  brackets, is `REFUSED`, as is anything orjson refuses: the caller reads it with `json`, which gives
+  its own value or error.
 - `encoded`: orjson writes floats its own way (``1e16`` where `json` writes ``1e+16``, NaN as
   null) and iterates a dict subclass without its ``items()``; it refuses lone surrogates, integers
   past 64 bits and nesting past 254 levels. So a value is written by orjson only when it holds
@@ -48,13 +52,33 @@ def decoded(data: bytes | str) -> Any:
             data = data.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: not UTF-8
             return REFUSED
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return REFUSED
+    if _written_back(value, data):
+        return value
     marks = data.translate(_MARKS)
     if _LONG_NUMBER in marks or marks.count(b"[") > MAX_OPENERS:
         return REFUSED
+    return value
+
+
+def _written_back(value: Any, data: bytes) -> bool:
+    """Whether orjson writes `value` (what it read from `data`) as `data` itself, less trailing JSON white
+    space. Then `json` reads `data` as `value`: orjson writes each string with only ``"``, ``\\`` and the
+    control characters escaped, dict keys in order (so no key twice), integers in full (64 bits at most: one
+    it read past them is a float, and its float is written otherwise) and each float as the shortest text
+    that reads back as that float (so a correctly rounding reader, as `json` is, reads that very float), and
+    refuses to nest past 254 levels, well within what `json` reads. A text with a line break before its last
+    byte (indented: orjson writes none) is not written again."""
+    if data.find(b"\n", 0, len(data) - 1) >= 0:
+        return False
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return REFUSED
+        written = orjson.dumps(value)
+    except orjson.JSONEncodeError:  # too deep
+        return False
+    return data.startswith(written) and not data[len(written):].strip(b" \t\n\r")
 
 
 def encoded(value: object, *, sort_keys: bool = False, max_containers: int = MAX_CONTAINERS) -> bytes | None:

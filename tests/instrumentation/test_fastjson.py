@@ -6,9 +6,11 @@ either refuses a value or returns exactly ``json.dumps``'s text in UTF-8. The fa
 checked to be taken on the values the readers meet, so a refusal of everything would fail here.
 """
 
+import contextlib
 import json
 import math
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -59,6 +61,41 @@ def test_an_encoded_value_is_what_json_writes(value: object, sort_keys: bool) ->
         assert fast == stdlib_dumps(value, sort_keys)
 
 
+@given(VALUES, st.sampled_from(["", "\n", "\r\n", " \t\n"]))
+def test_a_compact_text_is_what_json_reads(value: object, end: str) -> None:
+    """Compact text, as agents write records (and as `decoded` reads without looking at its bytes when orjson
+    writes back what it read): json's own compact text, and orjson's."""
+    texts = [json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")]
+    with contextlib.suppress(orjson.JSONEncodeError):  # a lone surrogate, an integer past 64 bits
+        texts.append(orjson.dumps(value))
+    for raw in texts:
+        fast = decoded(raw + end.encode())
+        if fast is not REFUSED:
+            assert same_value(fast, json.loads(raw))
+    if len(texts) == 2:  # what orjson writes, orjson reads as json does: taken whatever its digits and brackets
+        assert same_value(decoded(texts[1] + end.encode()), json.loads(texts[1]))
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_the_float_orjson_writes_reads_back_in_json_as_that_float(number: float) -> None:
+    """What `_written_back` relies on: orjson writes a float as text that a correctly rounding reader reads as
+    the float itself."""
+    assert same_value(json.loads(orjson.dumps(number)), number)
+
+
+@pytest.mark.parametrize("text", [
+    '{"id":"an id 1234567890123456789 in a string"}', "[9223372036854775808,18446744073709551615]",
+    '{"a":0.30000000000000004,"b":-0.0,"c":1e16}', "[" + ",".join(["[]"] * MAX_OPENERS) + "]",
+    '{"a":[]}\r\n',
+])
+def test_compact_records_take_the_fast_path_whatever_their_digits(text: str) -> None:
+    """orjson writes them back byte for byte, so json reads them as orjson did: no check of their digits
+    (a 19-digit run was refused, even in a string) nor of their brackets (orjson writes 254 levels)."""
+    fast = decoded(text.encode())
+    assert fast is not REFUSED
+    assert same_value(fast, json.loads(text))
+
+
 @pytest.mark.parametrize("text", [
     '{"a": 1, "b": [true, false, null], "a": 2}', '"\\u00e9t\\u00e9 \\ud83d\\ude00 \\u0000"', "-0", "-0.0", "1e-400",
     "0.30000000000000004", "1.7976931348623157e308", "5e-324", "123456789012345678", "-922337203685477580",
@@ -71,8 +108,10 @@ def test_plain_records_take_the_fast_path_and_read_as_json_does(text: str) -> No
 
 
 @pytest.mark.parametrize("text", [
-    "18446744073709551616", "-9223372036854775809", "9223372036854775808", "[1, 123456789012345678901234567890]",
-    '{"a": "an id 1234567890123456789 in a string is refused too"}',  # the check cannot tell strings from numbers
+    "18446744073709551616", "-9223372036854775809", "[1, 123456789012345678901234567890]",
+    "[18446744073709551616]", "[0.12345678901234567890123]", '{"a":1,"a":2,"b":12345678901234567890}',
+    '{"a": "an id 1234567890123456789 in a string is refused too"}',  # spaced: the check cannot tell strings
+    # from numbers
     "NaN", "[Infinity]", "-Infinity", "1e400", '"\\ud800"', '"\\udc00\\ud800"', "\ufeff{}", "[1,]", "{'a': 1}",
     "[" * (MAX_OPENERS + 1) + "]" * (MAX_OPENERS + 1),
 ])

@@ -8,7 +8,7 @@ costs only the lines it is on. Inside a JSONL file, a
 corrupt, truncated or over-long line (or one whose bytes are not UTF-8 and are no JSON record with U+FFFD in
 their place) is a `Skip` collected on the session (or, with
 ``strict=True``, a `SessionReadError` naming the line): one bad line does not cost the rest of a
-long recording. JSONL is read one line at a time with a cap on the line length, so memory stays
+long recording. JSONL is read in chunks cut at each newline, with a cap on the line length, so memory stays
 bounded whatever the file size.
 """
 
@@ -19,7 +19,7 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..errors import InvalidContextError
 from ..fastjson import REFUSED, decoded
@@ -27,6 +27,7 @@ from ..fastjson import REFUSED, decoded
 MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 _SNIFF_BYTES = 64 * 1024
+CHUNK_BYTES = 64 * 1024  # read at a time by `iter_jsonl` (the heap holds one chunk)
 
 
 class SessionReadError(InvalidContextError):
@@ -131,13 +132,9 @@ def parse_line(raw: bytes) -> Any:
 def iter_jsonl(path: Path, skip: Callable[[int, str], None],
                max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, Any]]:
     """(1-based line number, value) for each non-blank line; bad lines go to `skip(line, reason)`."""
-    with path.open("rb") as f:
-        lineno = 0
-        while raw := f.readline(max_line_bytes + 1):
-            lineno += 1
-            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
-                while raw and not raw.endswith(b"\n"):  # drop the rest of the over-long line
-                    raw = f.readline(1 << 20)
+    with path.open("rb", buffering=0) as f:
+        for lineno, raw in enumerate(_raw_lines(f, max_line_bytes), 1):
+            if raw is None:
                 skip(lineno, f"line longer than {max_line_bytes} bytes")
                 continue
             if raw.isspace():  # blank (`raw` is never empty here); no stripped copy of every line
@@ -148,6 +145,38 @@ def iter_jsonl(path: Path, skip: Callable[[int, str], None],
                 skip(lineno, str(exc))
                 continue
             yield lineno, value
+
+
+def _raw_lines(f: BinaryIO, max_line_bytes: int, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes | None]:
+    """Each line of `f` with its newline (the last one without, when the file does not end in one), as
+    ``readline`` gives it; None for a line of more than `max_line_bytes` bytes before its newline, which is
+    not kept. The file is read `chunk_bytes` at a time and cut at each newline found by ``bytes.find`` (a C
+    ``memchr``; ``readline`` looks at every byte in a loop of its own), so what is held is a chunk and at
+    most one line."""
+    held: list[bytes] = []  # the start of a line that runs on past the chunks read so far
+    size = 0  # its bytes; -1 while dropping an over-long line up to its newline
+    while chunk := f.read(chunk_bytes):
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if size < 0 or size + end - start > max_line_bytes:
+                yield None
+                held = []
+            elif held:
+                yield b"".join((*held, chunk[start:end + 1]))
+                held = []
+            else:
+                yield chunk[start:end + 1]
+            size, start = 0, end + 1
+        if start < len(chunk) and size >= 0:
+            size += len(chunk) - start
+            if size > max_line_bytes:
+                held, size = [], -1
+            else:
+                held.append(chunk[start:])
+    if size < 0:
+        yield None
+    elif held:
+        yield b"".join(held)
 
 
 def load_document(path: Path, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
