@@ -250,6 +250,7 @@ class LiteralRegistry:
         tokenwise = self._token_local and self._patterns.keys() <= self._token_local | self._beside_tokens
         self._tokens = TokenCache(self._token_literals) if tokenwise else None
         self._text_scans = [scan for scan in self._scans if not (tokenwise and scan[4])]
+        self._token_scans = [scan for scan in self._scans if scan[4]]
 
     def extract(self, text: str) -> frozenset[str]:
         """Every literal in `text`, case-sensitive; a match inside a longer *atomic* match is not
@@ -274,29 +275,24 @@ class LiteralRegistry:
     def _token_literals(self, tokens: list[str]) -> list[frozenset[str]]:
         """The token-local literals of each token, the tokens scanned as one text joined by line breaks: no
         token-local match spans white space and their look-arounds see any white space alike, so each match,
-        and any match hiding it, lies in one token and is what scanning that token in its text finds. All
-        tokens are scanned (a token without a candidate mark or a pattern's prefilter needle holds no match
-        of it), and a pattern runs only if some token holds one of its needles."""
-        joined = "\n".join(tokens)
-        starts = list(accumulate(map((1).__add__, map(len, tokens)), initial=0))
-        spans: list[_Span] = []
-        for pattern, _, container, need, token_local in self._scans:
-            if token_local and (not need or any(needle in joined for needle in need)):
-                spans.extend((m.start(), -m.end(), container, value) for m in pattern.finditer(joined)
-                             if (value := m.group()))
+        and any match hiding it, lies in one token and is what scanning that token in its text finds."""
+        candidates = _Candidates.of_tokens(tokens)
+        starts = candidates._starts
         held: dict[int, set[str]] = {}
-        for start, _, _, value in _kept(spans):
+        for start, _, _, value in _kept(self._spans(candidates.joined, self._token_scans, candidates)):
             held.setdefault(bisect_right(starts, start) - 1, set()).add(value)
         out = [_NONE] * len(tokens)
         for i, values in held.items():
             out[i] = frozenset(values)
         return out
 
-    def _spans(self, text: str, scans: list[_Scan]) -> list[_Span]:
-        """The matches of `scans` (entries of `_scans`) in `text`, token-local ones found in its candidate tokens."""
+    def _spans(self, text: str, scans: list[_Scan], candidates: _Candidates | None = None) -> list[_Span]:
+        """The matches of `scans` (entries of `_scans`) in `text`, token-local ones found in its candidate
+        tokens (`candidates`, when the caller has them)."""
         spans: list[_Span] = []
         present = {needle for needle in self._needles if needle in text}
-        candidates = _Candidates(text) if any(scan[4] for scan in scans) else None
+        if candidates is None and any(scan[4] for scan in scans):
+            candidates = _Candidates(text)
         if candidates is not None:
             present |= {needle for needle in self._token_needles if needle in candidates.joined}
         for pattern, group, container, need, token_local in scans:
@@ -478,6 +474,18 @@ class _Candidates:
             at += end - start + 1
         self.joined = "\n".join(tokens)
         self._holding: dict[tuple[str, ...], tuple[str, list[int], list[int]]] = {}
+
+    @classmethod
+    def of_tokens(cls, tokens: list[str]) -> _Candidates:
+        """`tokens`, each a white-space-free token, as the candidates of their own text joined by line breaks
+        (all of them: a token without a candidate mark holds no token-local match, scanning it finds nothing)."""
+        self = cls.__new__(cls)
+        self._tokens = tokens
+        self._starts = self._origins = list(accumulate(map((1).__add__, map(len, tokens)), initial=0))
+        del self._starts[-1]
+        self.joined = "\n".join(tokens)
+        self._holding = {}
+        return self
 
     def search(self, pattern: re.Pattern[str], needles: tuple[str, ...] = ()) -> list[tuple[int, int, str]]:
         """(start, -end, value) of each match, in the original text's offsets. With `needles` (every match

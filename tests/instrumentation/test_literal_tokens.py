@@ -1,6 +1,6 @@
 """Literals read token by token (`ctxwatch.token_cache`) are exactly the literals of the whole-text
-scan every registry made before (`LiteralRegistry.extract_whole`) and of the plain reference
-(`tests/support/reference_scans.py`): on every text of every readable corpus session, on generated
+scan every registry made before (`LiteralRegistry.extract_whole`; test_scans_reference.py checks `extract`
+against the plain reference on the corpus): on every text of every readable corpus session, on generated
 texts mixing ids, paths, UUIDs, numbers, punctuation and white space, with a cache that is warm,
 cold or tiny; a registry with a pattern of its own scans the whole text; the cache stays bounded."""
 
@@ -50,7 +50,6 @@ def test_every_corpus_text_has_the_literals_of_the_whole_text_scan(path):
         expected = warm.extract_whole(text)
         assert warm.extract(text) == expected, text[:200]
         assert small.extract(text) == expected, text[:200]
-        assert expected == reference_extract(text), text[:200]
     assert 0 < len(warm._tokens) <= 16_384 and len(small._tokens) <= 64
 
 
@@ -73,7 +72,7 @@ TEXT = st.lists(st.tuples(PIECE, SEPARATOR), max_size=25).map(lambda pairs: "".j
 WARM = LiteralRegistry()  # shared by every example: a cache warmed by the texts before
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(TEXT, st.text(max_size=30))
 def test_generated_texts_have_the_literals_of_the_whole_text_scan(text, noise):
     for t in (text, text + noise, noise + text):
