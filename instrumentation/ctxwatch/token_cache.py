@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from itertools import compress
 
 TOKEN_LIMIT = 16_384  # tokens kept: about 4x the distinct tokens of the corpus's largest session, a few MB
 MAX_TOKEN = 128  # characters: a longer token (a blob without white space) is not kept
@@ -60,7 +61,7 @@ class TokenCache:
         return len(self._kept)
 
     def _keep(self, tokens: list[str], held: list[frozenset[str]]) -> None:
-        short = [(token, h) for token, h in zip(tokens, held, strict=True) if len(token) <= self._max_token]
+        short = list(compress(zip(tokens, held, strict=True), map(self._max_token.__ge__, map(len, tokens))))
         if len(self._kept) + len(short) > self._limit:
             self._kept = {}
         self._kept.update(short[: self._limit])

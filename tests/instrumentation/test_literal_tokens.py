@@ -72,15 +72,15 @@ TEXT = st.lists(st.tuples(PIECE, SEPARATOR), max_size=25).map(lambda pairs: "".j
 WARM = LiteralRegistry()  # shared by every example: a cache warmed by the texts before
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(TEXT, st.text(max_size=30))
 def test_generated_texts_have_the_literals_of_the_whole_text_scan(text, noise):
-    for t in (text, text + noise, noise + text):
+    assert WARM.extract_whole(text) == reference_extract(text)
+    for t in (text, noise + text + noise):
         expected = WARM.extract_whole(t)
         assert WARM.extract(t) == expected
         assert LiteralRegistry().extract(t) == expected  # cold
         assert tiny(LiteralRegistry()).extract(t) == expected
-        assert expected == reference_extract(t)
 
 
 def test_a_pattern_of_ones_own_is_matched_in_the_whole_text():
@@ -106,7 +106,7 @@ def test_each_distinct_token_is_computed_once_while_it_is_kept():
     assert sorted(computed) == ["a", "b", "c", "d"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.text(st.sampled_from(["x", "y", "z", "1", "-", *WHITE_SPACE[:6]]), max_size=300),
        st.integers(1, 8), st.integers(1, 6), st.integers(1, 50))
 def test_the_cache_is_bounded_and_gives_the_union_of_its_tokens(text, limit, max_token, window):
