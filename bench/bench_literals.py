@@ -25,12 +25,11 @@ from __future__ import annotations
 import argparse
 import operator
 import sys
-import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_replay import CORPUS, audit_all, claude_code_files  # noqa: E402
+from bench_replay import CORPUS, audit_all, claude_code_files, heap_peak  # noqa: E402
 from stats import measure  # noqa: E402
 
 from ctxwatch.literals import LiteralRegistry  # noqa: E402
@@ -71,15 +70,6 @@ def run_tokens(files: list[list[str]]) -> None:
         registry = LiteralRegistry()
         for text in texts:
             registry.extract(text)
-
-
-def heap_peak(fn: Callable[[], object]) -> int:
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def main() -> None:
