@@ -2,7 +2,10 @@
 
 IDs, hashes, paths, URLs, error codes and user-registered patterns are extracted per message,
 case-sensitively, and cached by message digest, so a rewrite's literal-set diff costs only the
-messages it changed. Literal *values* never leave the process through telemetry; only counts do.
+messages it changed. With the default patterns, those that never match across white space are read
+token by token, each distinct token scanned once (`ctxwatch.token_cache`): the same literals as
+scanning the whole text (`LiteralRegistry.extract_whole`, the path of a registry with patterns of its
+own). Literal *values* never leave the process through telemetry; only counts do.
 
 Two rules shape what a literal is (measured on the corpus, docs/alarm.md "Literals"):
 
@@ -264,6 +267,7 @@ class LiteralRegistry:
         return self._extract(text, None)
 
     def _extract(self, text: str, tokens: TokenCache | None) -> frozenset[str]:
+        """The literals of `text`: its token-local ones from `tokens` when given, else all from the whole text."""
         found = {value for _, _, _, value in _kept(self._spans(text, self._scans if tokens is None
                                                                 else self._text_scans))}
         if tokens is not None:

@@ -17,7 +17,7 @@ from reference_scans import reference_extract
 from ctxwatch.literals import LiteralRegistry, literal_text
 from ctxwatch.model import Message
 from ctxwatch.sessions import Mutation, Snapshot, read_session
-from ctxwatch.token_cache import TokenCache
+from ctxwatch.token_cache import TOKEN_LIMIT, TokenCache
 
 WHITE_SPACE = [chr(c) for c in range(0x3001) if chr(c).isspace()]  # every white space character but none above
 
@@ -50,7 +50,7 @@ def test_every_corpus_text_has_the_literals_of_the_whole_text_scan(path):
         expected = warm.extract_whole(text)
         assert warm.extract(text) == expected, text[:200]
         assert small.extract(text) == expected, text[:200]
-    assert 0 < len(warm._tokens) <= 16_384 and len(small._tokens) <= 64
+    assert 0 < len(warm._tokens) <= TOKEN_LIMIT and len(small._tokens) <= 64
 
 
 IDS = [st.uuids().map(str), st.uuids().map(lambda u: str(u).upper()),
