@@ -2,7 +2,10 @@
 
 IDs, hashes, paths, URLs, error codes and user-registered patterns are extracted per message,
 case-sensitively, and cached by message digest, so a rewrite's literal-set diff costs only the
-messages it changed. Literal *values* never leave the process through telemetry; only counts do.
+messages it changed. With the default patterns, those that never match across white space are read
+token by token, each distinct token scanned once (`ctxwatch.token_cache`): the same literals as
+scanning the whole text (`LiteralRegistry.extract_whole`, the path of a registry with patterns of its
+own). Literal *values* never leave the process through telemetry; only counts do.
 
 Two rules shape what a literal is (measured on the corpus, docs/alarm.md "Literals"):
 
@@ -33,13 +36,14 @@ import re
 import threading
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
 from operator import contains
 
 from .fastjson import REFUSED, decoded
 from .model import Message, ToolCall, ToolResult, part_text
+from .token_cache import TokenCache
 
 # errno names (ENOENT, ECONNRESET...): a capitalised word starting with E is not an error code by itself
 _ERRNO = ("2BIG|ACCES|ADDRINUSE|ADDRNOTAVAIL|AGAIN|ALREADY|BADF|BUSY|CANCELED|CHILD|CONNABORTED|CONNREFUSED|"
@@ -106,9 +110,19 @@ _NON_SPACE_RUN = re.compile(r"\S*")
 
 # patterns whose matches hold other literals as parts (their nested matches are literals too)
 CONTAINER_PATTERNS = frozenset({"url", "abs_path", "rel_path", "win_path", "code_span"})
+# Default whole-text patterns whose literals are found beside the tokens' own: no token-local atomic
+# match can hide one (a code span lies between backticks, which no token-local pattern matches; one
+# that begins where an atomic match begins and ends where it ends is the same value), and a container
+# hides nothing. A registry with any other pattern that is not token-local scans the whole text.
+_BESIDE_TOKENS = frozenset({"code_span"})
 _MIN_ALNUM = 2
 
 _CACHE_LIMIT = 32_768  # messages (~250 B each): a few MB per guard however long it runs
+_NONE: frozenset[str] = frozenset()
+
+# (start, -end, container, value) of one match; (pattern, group, container, needles, token-local) of one pattern
+_Span = tuple[int, int, bool, str]
+_Scan = tuple[re.Pattern[str], int, bool, tuple[str, ...], bool]
 
 
 def argument_values(arguments: str) -> list[str]:
@@ -144,6 +158,20 @@ def literal_text(message: Message, *, tool_output: bool = True) -> str:
         elif type(part) is not ToolResult or tool_output:
             pieces.append(part_text(part))
     return "\n".join(p for p in pieces if p)
+
+
+def _kept(spans: list[_Span]) -> Iterator[_Span]:
+    """The spans that are literals, in text order: not inside an earlier, longer atomic span, and
+    holding two letters or digits."""
+    reach = -1  # end of the furthest-reaching atomic match so far
+    for span in sorted(spans):
+        start, neg_end, container, value = span
+        if -neg_end <= reach and start < reach:
+            continue  # inside an earlier, longer atomic match
+        if _substantial(value):
+            yield span
+        if not container:
+            reach = max(reach, -neg_end)
 
 
 def _substantial(value: str) -> bool:
@@ -184,6 +212,7 @@ class LiteralRegistry:
         default = {n for n in chosen if chosen[n] == DEFAULT_PATTERNS.get(n)}
         self._needs: dict[str, tuple[str, ...]] = {n: _PREFILTERS[n] for n in default if n in _PREFILTERS}
         self._token_local: set[str] = default & _TOKEN_LOCAL
+        self._beside_tokens: set[str] = default & _BESIDE_TOKENS
         for name, pattern in chosen.items():
             try:
                 self._patterns[name] = re.compile(_SCAN_FORMS.get(name, pattern) if name in default else pattern)
@@ -204,6 +233,7 @@ class LiteralRegistry:
             raise ValueError(f"literal pattern {name!r} is not a valid regular expression: {exc}") from None
         self._needs.pop(name, None)
         self._token_local.discard(name)
+        self._beside_tokens.discard(name)
         self._plan()
         self._cache.clear()
         with self._tally_lock:
@@ -211,49 +241,76 @@ class LiteralRegistry:
 
     def _plan(self) -> None:
         """One entry per pattern, in order: (pattern, its group, container, prefilter needles or (),
-        token-local), and every prefilter needle: `extract` reads them without a lookup per pattern."""
+        token-local), and every prefilter needle: `extract` reads them without a lookup per pattern.
+        With only token-local patterns and those found beside them, the token-local literals are read
+        token by token, from a cache of each distinct token's (`_tokens`); otherwise the whole text is scanned."""
         self._scans = [(pattern, 1 if pattern.groups else 0, name in CONTAINER_PATTERNS, self._needs.get(name, ()),
                         name in self._token_local) for name, pattern in self._patterns.items()]
         self._needles = frozenset(needle for name, needs in self._needs.items() if name not in self._token_local
                                   for needle in needs)
         self._token_needles = frozenset(needle for name, needs in self._needs.items() if name in self._token_local
                                         for needle in needs)
+        tokenwise = self._token_local and self._patterns.keys() <= self._token_local | self._beside_tokens
+        self._tokens = TokenCache(self._token_literals) if tokenwise else None
+        self._text_scans = [scan for scan in self._scans if not (tokenwise and scan[4])]
+        self._token_scans = [scan for scan in self._scans if scan[4]]
 
     def extract(self, text: str) -> frozenset[str]:
         """Every literal in `text`, case-sensitive; a match inside a longer *atomic* match is not
         counted on its own (a UUID is one literal, not also its hex groups), a match inside a
         container (a path, URL or code span) is; values without two letters or digits never are."""
-        spans: list[tuple[int, int, bool, str]] = []
-        candidates = _Candidates(text if self._token_local else "")
-        any_candidate = candidates.joined != ""
+        return self._extract(text, self._tokens)
+
+    def extract_whole(self, text: str) -> frozenset[str]:
+        """`extract` without the token cache: every pattern over the whole text, the path a registry
+        with patterns of its own takes (the reference the token path is tested and timed against)."""
+        return self._extract(text, None)
+
+    def _extract(self, text: str, tokens: TokenCache | None) -> frozenset[str]:
+        """The literals of `text`: its token-local ones from `tokens` when given, else all from the whole text."""
+        found = {value for _, _, _, value in _kept(self._spans(text, self._scans if tokens is None
+                                                                else self._text_scans))}
+        if tokens is not None:
+            found |= tokens.union(text)
+        if self._exact:
+            found.update(lit for lit in self._exact if lit in text)
+        return frozenset(found)
+
+    def _token_literals(self, tokens: list[str]) -> list[frozenset[str]]:
+        """The token-local literals of each token, the tokens scanned as one text joined by line breaks: no
+        token-local match spans white space and their look-arounds see any white space alike, so each match,
+        and any match hiding it, lies in one token and is what scanning that token in its text finds."""
+        candidates = _Candidates.of_tokens(tokens)
+        starts = candidates._starts
+        held: dict[int, set[str]] = {}
+        for start, _, _, value in _kept(self._spans(candidates.joined, self._token_scans, candidates)):
+            held.setdefault(bisect_right(starts, start) - 1, set()).add(value)
+        out = [_NONE] * len(tokens)
+        for i, values in held.items():
+            out[i] = frozenset(values)
+        return out
+
+    def _spans(self, text: str, scans: list[_Scan], candidates: _Candidates | None = None) -> list[_Span]:
+        """The matches of `scans` (entries of `_scans`) in `text`, token-local ones found in its candidate
+        tokens (`candidates`, when the caller has them)."""
+        spans: list[_Span] = []
         present = {needle for needle in self._needles if needle in text}
-        if any_candidate:
-            joined = candidates.joined
-            present |= {needle for needle in self._token_needles if needle in joined}
-        for pattern, group, container, need, token_local in self._scans:
+        if candidates is None and any(scan[4] for scan in scans):
+            candidates = _Candidates(text)
+        if candidates is not None:
+            present |= {needle for needle in self._token_needles if needle in candidates.joined}
+        for pattern, group, container, need, token_local in scans:
             if need and present.isdisjoint(need):
                 continue
             if token_local:
-                if any_candidate:
+                if candidates is not None and candidates.joined:
                     spans.extend((start, neg_end, container, value)
                                  for start, neg_end, value in candidates.search(pattern, need))
                 continue
             for m in pattern.finditer(text):
                 if m.group(group):
                     spans.append((m.start(group), -m.end(group), container, m.group(group)))
-        spans.sort()
-        found: set[str] = set()
-        reach = -1  # end of the furthest-reaching atomic match so far
-        for start, neg_end, container, value in spans:
-            if -neg_end <= reach and start < reach:
-                continue  # inside an earlier, longer atomic match
-            if _substantial(value):
-                found.add(value)
-            if not container:
-                reach = max(reach, -neg_end)
-        if self._exact:
-            found.update(lit for lit in self._exact if lit in text)
-        return frozenset(found)
+        return spans
 
     def of(self, message: Message) -> frozenset[str]:
         """The literals of one message, computed once per distinct message content."""
@@ -421,6 +478,18 @@ class _Candidates:
             at += end - start + 1
         self.joined = "\n".join(tokens)
         self._holding: dict[tuple[str, ...], tuple[str, list[int], list[int]]] = {}
+
+    @classmethod
+    def of_tokens(cls, tokens: list[str]) -> _Candidates:
+        """`tokens`, each a white-space-free token, as the candidates of their own text joined by line breaks
+        (all of them: a token without a candidate mark holds no token-local match, scanning it finds nothing)."""
+        self = cls.__new__(cls)
+        self._tokens = tokens
+        self._starts = self._origins = list(accumulate(map((1).__add__, map(len, tokens)), initial=0))
+        del self._starts[-1]
+        self.joined = "\n".join(tokens)
+        self._holding = {}
+        return self
 
     def search(self, pattern: re.Pattern[str], needles: tuple[str, ...] = ()) -> list[tuple[int, int, str]]:
         """(start, -end, value) of each match, in the original text's offsets. With `needles` (every match
