@@ -184,6 +184,25 @@ def test_each_run_without_a_checkpointer_is_a_conversation_of_its_own(capture) -
     assert [m.text for m in second.messages][:2] == ["You track orders.", "Where is order 2?"]
 
 
+def test_with_a_checkpointer_no_prompt_ends_with_the_elision_marker(capture) -> None:
+    """Review F17, one thread with a checkpointer (the README's shape): the summaries the guard settles as
+    whole-pair compaction put their marker before the round the model has not read, never after its result."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = AnswersEachTurn(responses=[], seen=[])
+    summaries = FakeMessagesListChatModel(responses=[AIMessage(content="Summary: orders looked up.")])
+    agent = create_agent(model, [lookup], system_prompt="You track orders.", checkpointer=InMemorySaver(),
+                         middleware=guard_middleware(ContextGuard("lc-one-thread", telemetry=capture.telemetry),
+                                                     SummarizationMiddleware(summaries, trigger=("messages", 10),
+                                                                             keep=("messages", 4))))
+    for turn in range(6):
+        agent.invoke({"messages": [HumanMessage(f"Where is order {turn}?")]}, {"configurable": {"thread_id": "a"}})
+    markers = [text for prompt in model.seen for _, text, _ in prompt if text.startswith("[ctxwatch]")]
+    assert markers  # the guard did place markers
+    assert not any(prompt[-1][1].startswith("[ctxwatch]") for prompt in model.seen)
+    assert len(model.seen) == 12  # every run ended after its one round
+
+
 def run_clearing_as_without_the_guard(guard: ContextGuard) -> list:
     """Run the agent with tool-use clearing through `guard`; the model reads what it reads without the
     guard (asserted), and the final state is returned."""
