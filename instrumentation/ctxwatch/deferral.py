@@ -4,7 +4,8 @@ A deferred proposal is kept with the context it was made against. At the next se
 it is rebased onto what was appended since and checked again. Alternatively it is turned into
 whole-pair compaction: a unit is a run of messages bound together by tool pairs (a call and all
 its results, and everything between them); only consumed units the proposal dropped entirely are
-removed, and an elision marker is placed at the frontier (after the last consumed unit) telling
+removed, and an elision marker is placed at the frontier (after the last consumed unit; a unit the
+boundary cuts, a call whose results the model has not read yet, is unread as a whole) telling
 the model what was elided and carrying the proposal's new text. Everything after the frontier —
 what the model has not read — stays verbatim and in order, and the marker's counts are exact.
 Where the provider's rules forbid the marker at the frontier (Anthropic: a user turn after a user
@@ -119,6 +120,14 @@ def pair_units(messages: Sequence[Message]) -> list[range]:
     return units
 
 
+def unread_frontier(units: Sequence[range], boundary: int) -> int:
+    """Where the consumed units end and an elision marker may go: the last unit boundary at or before
+    `boundary`. A unit the boundary cuts (a call the model made whose results it has not read yet) is
+    unread as a whole, so the marker never comes after a result the model is about to read, and the
+    prompt still ends with what it would end with without the guard."""
+    return max((u.stop for u in units if u.stop <= boundary), default=0)
+
+
 @dataclass(frozen=True)
 class Conversion:
     """A whole-pair compaction: the messages to use, how many messages of the conversation it elided (in
@@ -140,7 +149,7 @@ def whole_pair_conversion(messages: Sequence[Message], boundary: int, dropped: s
     the earlier markers of `own_markers` found before the frontier. None when no consumed unit was
     dropped; a one-line reason when no valid placement of the marker exists."""
     units = pair_units(messages)
-    frontier = next((u.stop for u in units if boundary - 1 in u), 0)
+    frontier = unread_frontier(units, boundary)
     consumed = [u for u in units if u.start < frontier]
     ours = _own_markers(messages, own_markers)
     before = Context(tuple(messages))

@@ -315,3 +315,19 @@ def test_text_before_the_results_in_the_user_turn_is_refused_in_anthropic_format
                                           {"type": "tool_result", "tool_use_id": "call_7f3a", "content": "17"}]}
     report = guard.check(in_format(msgs, "anthropic") + [answer], kind="append")
     assert report.decision == "abort" and report.orphans_tool_result == 1
+
+
+def test_the_elision_marker_goes_before_a_call_whose_result_the_model_has_not_read():
+    """Review F17: the boundary cuts the last unit (the model made call_b, its result is unread). The
+    frontier is the unit boundary before it, so the marker never follows the result and the context
+    still ends with what the model reads next."""
+    from ctxwatch.deferral import ELISION_PREFIX, whole_pair_conversion
+
+    msgs = [system(), user("q1"), *tool_turn("call_a", "query_db", "1", sql="a"), assistant("one"),
+            user("q2"), *tool_turn("call_b", "query_db", "2", sql="b")]
+    read = len(msgs) - 1  # everything but call_b's result
+    out = whole_pair_conversion(msgs, read, {1, 2, 3, 4}, "", role="user", number=1, format=None)
+    assert not isinstance(out, str) and out is not None
+    assert [m.digest for m in out.messages[-2:]] == [m.digest for m in msgs[-2:]]  # the unread unit, last
+    marker = out.messages[-3]
+    assert marker.text.startswith(ELISION_PREFIX) and out.elided == 4

@@ -138,10 +138,69 @@ def test_a_deferred_summary_becomes_whole_pair_compaction_with_an_elision_marker
     assert capture.summary()[:1] == [("ctxwatch compact", "patch")]
     assert capture.spans()[0].attributes[semconv.DEFERRAL_RESOLUTION] == "whole_pairs"
     sent = model.seen[3]
-    assert sent[-1][0] == "HumanMessage" and sent[-1][1].startswith("[ctxwatch] earlier turns were elided")
+    # the marker goes at the frontier before the round the model has not read (its latest call and result),
+    # so every prompt ends as it would without the guard: with the tool result the model is about to read
+    assert [t for t, *_ in sent[-3:]] == ["HumanMessage", "AIMessage", "ToolMessage"]
+    assert sent[-3][1].startswith("[ctxwatch] earlier turns were elided")
+    assert all(not prompt[-1][1].startswith("[ctxwatch]") for prompt in model.seen)
     tool_ids = [i for _, _, i in sent if i]
     assert tool_ids and all(f"call_{i[-1]}" == i for i in tool_ids)  # every result kept has its call
     assert state[-1] == ("AIMessage", "All shipped.")
+
+
+class AnswersEachTurn(ToolCallingFake):
+    """Calls the tool for a user turn and answers its result: each run ends after one round, unless the
+    model is shown a user turn after the result."""
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.seen.append([(type(m).__name__, m.text, getattr(m, "tool_call_id", None)) for m in messages])
+        n = len(self.seen)
+        if isinstance(messages[-1], HumanMessage):
+            answer = AIMessage(content="", id=f"ai-{n}", tool_calls=[
+                {"name": "lookup", "args": {"order": f"A{n}"}, "id": f"call_{n}", "type": "tool_call"}])
+        else:
+            answer = AIMessage(content="Shipped.", id=f"ai-{n}")
+        return ChatResult(generations=[ChatGeneration(message=answer)])
+
+
+def test_each_run_without_a_checkpointer_is_a_conversation_of_its_own(capture) -> None:
+    """Review F17: the README's line with no checkpointer, invoked twice (every invoke is thread None). The
+    second run is a new conversation, not an edit of the first settled as whole-pair compaction, whose
+    marker, ending the prompt after the tool result, made the model call the tool again until the
+    recursion limit."""
+    guard = ContextGuard("lc-stateless", telemetry=capture.telemetry)
+    model = AnswersEachTurn(responses=[], seen=[])
+    middleware = guard_middleware(guard)
+    agent = create_agent(model, [lookup], system_prompt="You track orders.", middleware=middleware)
+    for question in ("Where is order 1?", "Where is order 2?"):
+        state = agent.invoke({"messages": [HumanMessage(question)]}, {"recursion_limit": 12})
+        assert state["messages"][-1].text == "Shipped."
+    assert len(model.seen) == 4
+    assert [t for t, _, _ in model.seen[2]] == ["SystemMessage", "HumanMessage"]  # the second run from its input
+    assert not any(text.startswith("[ctxwatch]") for prompt in model.seen for _, text, _ in prompt)
+    assert capture.summary() == []  # appends only: no edit
+    second = middleware[-1].guard_for(None)
+    assert second is not guard and second.loop_id == guard.loop_id
+    assert [m.text for m in second.messages][:2] == ["You track orders.", "Where is order 2?"]
+
+
+def test_with_a_checkpointer_no_prompt_ends_with_the_elision_marker(capture) -> None:
+    """Review F17, one thread with a checkpointer (the README's shape): the summaries the guard settles as
+    whole-pair compaction put their marker before the round the model has not read, never after its result."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = AnswersEachTurn(responses=[], seen=[])
+    summaries = FakeMessagesListChatModel(responses=[AIMessage(content="Summary: orders looked up.")])
+    agent = create_agent(model, [lookup], system_prompt="You track orders.", checkpointer=InMemorySaver(),
+                         middleware=guard_middleware(ContextGuard("lc-one-thread", telemetry=capture.telemetry),
+                                                     SummarizationMiddleware(summaries, trigger=("messages", 10),
+                                                                             keep=("messages", 4))))
+    for turn in range(6):
+        agent.invoke({"messages": [HumanMessage(f"Where is order {turn}?")]}, {"configurable": {"thread_id": "a"}})
+    markers = [text for prompt in model.seen for _, text, _ in prompt if text.startswith("[ctxwatch]")]
+    assert markers  # the guard did place markers
+    assert not any(prompt[-1][1].startswith("[ctxwatch]") for prompt in model.seen)
+    assert len(model.seen) == 12  # every run ended after its one round
 
 
 def run_clearing_as_without_the_guard(guard: ContextGuard) -> list:

@@ -7,7 +7,9 @@ At most `limit` conversations are kept, least recently used first out, except th
 caller holds that guard and its state, which a conversation made again would be out of step with. A
 conversation that comes back after it was let go is made afresh, with a new guard (the factory's, or a
 new sibling): that guard numbers its loop's spans as a new run (`ContextGuard`), so the monitor starts
-the loop's detector afresh instead of taking its spans for late ones of the guard before."""
+the loop's detector afresh instead of taking its spans for late ones of the guard before. A conversation
+that starts again with none of its history (`renew`: a LangGraph run with no checkpointer) is made afresh
+the same way, the given guard's own too: each such run is a conversation of its own."""
 
 from __future__ import annotations
 
@@ -42,17 +44,37 @@ class Conversations(Generic[T]):
 
     def get(self, key: str | None) -> T:
         with self._lock:
-            if isinstance(self._source, ContextGuard):
-                if self._own is None:
-                    self._own = (key,)
-                elif key is None:
-                    key = self._own[0]  # no key: the given guard's own conversation
+            key = self._key(key)
             item = self._items.get(key)
             if item is None:
                 item = self._items[key] = self._make(self._guard_for(key))
                 self._let_go(key)
             self._items.move_to_end(key)
             return item
+
+    def renew(self, key: str | None) -> T:
+        """Conversation `key` begun anew (the wrapper saw it start again with none of its history: a run with
+        no checkpointer), not edited: made again around a new guard, as `_guard_for` makes one, except that the
+        given guard's own conversation gets a guard made as the given one (its loop id and settings, a new run)."""
+        with self._lock:
+            key = self._key(key)
+            source, own = self._source, self._own
+            if isinstance(source, ContextGuard) and own is not None and key == own[0]:
+                guard = ContextGuard(source.loop_id, conversation_id=source.conversation_id, **source._settings)
+            else:
+                guard = self._guard_for(key)
+            item = self._items[key] = self._make(guard)
+            self._items.move_to_end(key)
+            return item
+
+    def _key(self, key: str | None) -> str | None:
+        """The conversation a call with `key` belongs to: no key is the given guard's own."""
+        if isinstance(self._source, ContextGuard):
+            if self._own is None:
+                self._own = (key,)
+            elif key is None:
+                return self._own[0]
+        return key
 
     def _let_go(self, kept: str | None) -> None:
         """Past `limit`, let the least recently used conversations go: never `kept` (the one asked for), nor

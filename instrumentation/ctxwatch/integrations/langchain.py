@@ -37,7 +37,9 @@ Conversations: every LangGraph thread (``config["configurable"]["thread_id"]``) 
 own, so one thread's messages are never taken for an edit of another's. `guard` is a factory
 ``thread_id -> ContextGuard``, or one `ContextGuard`: it serves the first thread, and each further
 thread gets `ContextGuard.sibling(thread_id)` (its settings, loop ``<loop id>/<thread id>``; one
-warning says so); a call with no thread id is the given guard's own conversation. At most
+warning says so); a call with no thread id is the given guard's own conversation. A run whose state holds
+none of the messages its conversation had (no checkpointer: every invoke starts from its input alone) is a
+new conversation, with a new guard made as the old one (`guard_for` gives it), not an edit. At most
 `max_conversations` are kept, least recently used first out, never the given guard's own (`_conversations`).
 A thread that comes back after it was let go gets a new guard, which starts from the thread's history with
 the turns up to the model's last answer read (`_read_by_the_model`) and numbers its spans as a new run.
@@ -97,6 +99,15 @@ class _Conversations(Conversations[_Conversation]):
     def current(self) -> _Conversation:
         return self.get(_thread_id())
 
+    def started(self, messages: Sequence[BaseMessage]) -> None:
+        """A run starts with `messages` as its state. When they hold none of the messages the conversation has
+        accounted for (no checkpointer: each invoke starts from its input alone), the run is a new
+        conversation (`renew`), not an edit of the last one that drops all of it."""
+        thread_id = _thread_id()
+        known = {m.id for m in self.get(thread_id).accounted if m.id is not None and m.type != "system"}
+        if known and not any(m.id in known for m in messages):
+            self.renew(thread_id)
+
 
 def _thread_id() -> str | None:
     try:
@@ -113,6 +124,12 @@ class ContextGuardEntry(AgentMiddleware):
     def __init__(self, conversations: _Conversations) -> None:
         super().__init__()
         self._conversations = conversations
+
+    def before_agent(self, state: Any, runtime: Any) -> None:
+        self._conversations.started(state["messages"])
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> None:
+        self.before_agent(state, runtime)
 
     def before_model(self, state: Any, runtime: Any) -> None:
         self._conversations.current().before = list(state["messages"])
