@@ -148,9 +148,9 @@ def test_a_deferred_summary_becomes_whole_pair_compaction_with_an_elision_marker
     assert state[-1] == ("AIMessage", "All shipped.")
 
 
-class AnswersEachTurn(ToolCallingFake):
-    """Calls the tool for a user turn and answers its result: each run ends after one round, unless the
-    model is shown a user turn after the result."""
+class LookUpThenAnswer(ToolCallingFake):
+    """Calls `lookup` for a user turn and answers its result, whatever the thread: each run ends after one round,
+    unless the model is shown a user turn after the result."""
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
         self.seen.append([(type(m).__name__, m.text, getattr(m, "tool_call_id", None)) for m in messages])
@@ -159,7 +159,7 @@ class AnswersEachTurn(ToolCallingFake):
             answer = AIMessage(content="", id=f"ai-{n}", tool_calls=[
                 {"name": "lookup", "args": {"order": f"A{n}"}, "id": f"call_{n}", "type": "tool_call"}])
         else:
-            answer = AIMessage(content="Shipped.", id=f"ai-{n}")
+            answer = AIMessage(content=f"Shipped ({n}).", id=f"ai-{n}")
         return ChatResult(generations=[ChatGeneration(message=answer)])
 
 
@@ -169,12 +169,12 @@ def test_each_run_without_a_checkpointer_is_a_conversation_of_its_own(capture) -
     marker, ending the prompt after the tool result, made the model call the tool again until the
     recursion limit."""
     guard = ContextGuard("lc-stateless", telemetry=capture.telemetry)
-    model = AnswersEachTurn(responses=[], seen=[])
+    model = LookUpThenAnswer(responses=[], seen=[])
     middleware = guard_middleware(guard)
     agent = create_agent(model, [lookup], system_prompt="You track orders.", middleware=middleware)
     for question in ("Where is order 1?", "Where is order 2?"):
         state = agent.invoke({"messages": [HumanMessage(question)]}, {"recursion_limit": 12})
-        assert state["messages"][-1].text == "Shipped."
+        assert state["messages"][-1].text.startswith("Shipped (")
     assert len(model.seen) == 4
     assert [t for t, _, _ in model.seen[2]] == ["SystemMessage", "HumanMessage"]  # the second run from its input
     assert not any(text.startswith("[ctxwatch]") for prompt in model.seen for _, text, _ in prompt)
@@ -189,7 +189,7 @@ def test_with_a_checkpointer_no_prompt_ends_with_the_elision_marker(capture) -> 
     whole-pair compaction put their marker before the round the model has not read, never after its result."""
     from langgraph.checkpoint.memory import InMemorySaver
 
-    model = AnswersEachTurn(responses=[], seen=[])
+    model = LookUpThenAnswer(responses=[], seen=[])
     summaries = FakeMessagesListChatModel(responses=[AIMessage(content="Summary: orders looked up.")])
     agent = create_agent(model, [lookup], system_prompt="You track orders.", checkpointer=InMemorySaver(),
                          middleware=guard_middleware(ContextGuard("lc-one-thread", telemetry=capture.telemetry),
@@ -270,18 +270,6 @@ def test_each_thread_gets_its_own_guard_from_a_factory(capture) -> None:
     assert capture.summary() == []
 
 
-class LookUpThenAnswer(ToolCallingFake):
-    """Calls `lookup` for a question and answers once the result is in, whatever the thread."""
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-        self.seen.append([(type(m).__name__, m.text, getattr(m, "tool_call_id", None)) for m in messages])
-        n = len(self.seen)
-        if isinstance(messages[-1], HumanMessage):
-            answer = AIMessage(content="", id=f"ai-{n}", tool_calls=[
-                {"name": "lookup", "args": {"order": f"A{n}"}, "id": f"call_{n}", "type": "tool_call"}])
-        else:
-            answer = AIMessage(content=f"Shipped ({n}).", id=f"ai-{n}")
-        return ChatResult(generations=[ChatGeneration(message=answer)])
 
 
 def serve_two_threads(guard, turns: int = 6) -> list:
