@@ -255,6 +255,12 @@ class LiteralRegistry:
         self._text_scans = [scan for scan in self._scans if not (tokenwise and scan[4])]
         self._token_scans = [scan for scan in self._scans if scan[4]]
 
+    def forget_tokens(self) -> None:
+        """Empty the token cache: the tokens it keeps are pieces of the texts read, which a followed session
+        does not hold while it waits (`ctxwatch.watch.live`)."""
+        if self._tokens is not None:
+            self._tokens.clear()
+
     def extract(self, text: str) -> frozenset[str]:
         """Every literal in `text`, case-sensitive; a match inside a longer *atomic* match is not
         counted on its own (a UUID is one literal, not also its hex groups), a match inside a

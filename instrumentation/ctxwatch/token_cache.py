@@ -60,6 +60,10 @@ class TokenCache:
     def __len__(self) -> int:
         return len(self._kept)
 
+    def clear(self) -> None:
+        """Forget every token kept (they are pieces of the texts read)."""
+        self._kept = {}
+
     def _keep(self, tokens: list[str], held: list[frozenset[str]]) -> None:
         short = list(compress(zip(tokens, held, strict=True), map(self._max_token.__ge__, map(len, tokens))))
         if len(self._kept) + len(short) > self._limit:

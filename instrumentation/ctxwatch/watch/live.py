@@ -58,12 +58,14 @@ class LiveSession(Session):
         super().__init__(tail.path, format, READERS[format], max_line_bytes=tail.max_line_bytes)
         self.tail, self.wait, self.stopping, self._note = tail, wait, stopping, note
         self.filing = Filing(self, lambda: (tail.line_start, tail.offset - tail.line_start))
+        self._forget_tokens: Callable[[], None] = lambda: None
 
     def measured_with(self, registry: LiteralRegistry) -> None:
         """The audit reads literal sets with `registry`: each message's are read (and cached there) before its
         text is put away, so the next snapshot or mutation finds them without reading the text back."""
         assert self.filing is not None
         self.filing.keep = lambda message: (registry.of(message), registry.downstream(message))
+        self._forget_tokens = registry.forget_tokens  # pieces of the text, not held through a wait either
 
     def __iter__(self) -> Iterator[Event]:
         try:
@@ -92,6 +94,7 @@ class LiveSession(Session):
                         self.skip(line, str(exc))
                 raw = None  # not kept through the wait
             filing.put_away()
+            self._forget_tokens()
             if not self.wait():
                 raise _LinesEnded
 
