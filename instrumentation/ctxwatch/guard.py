@@ -172,6 +172,12 @@ class ContextGuard:
         return ContextGuard(f"{self.loop_id}/{conversation_id}", conversation_id=conversation_id,
                             **self._settings)
 
+    def renewed(self) -> ContextGuard:
+        """A guard made as this one was, for this guard's conversation begun again with none of its
+        history: the same loop id, conversation id, settings and telemetry, fresh state, numbered as a
+        new run of the loop (as every new `ContextGuard` is)."""
+        return ContextGuard(self.loop_id, conversation_id=self.conversation_id, **self._settings)
+
     # --- read-only views ----------------------------------------------------------------------
     @property
     def pass_cap(self) -> int | None:

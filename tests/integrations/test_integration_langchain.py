@@ -319,6 +319,22 @@ def test_a_sibling_guard_has_its_own_loop_and_the_settings_of_the_guard_it_was_m
     assert sibling.context is not guard.context and sibling.detector is not guard.detector
 
 
+def test_a_renewed_guard_is_the_same_loop_and_settings_with_fresh_state_numbered_as_a_new_run(capture) -> None:
+    guard = ContextGuard("lc-one", conversation_id="c-9", agent="support", telemetry=capture.telemetry,
+                         pass_cap=3, deferral="whole_pairs")
+    guard.observe([{"role": "user", "content": "where is order 7?"}])
+    renewed = guard.renewed()
+    renewed.observe([{"role": "user", "content": "where is order 8?"}])
+    assert (renewed.loop_id, renewed.conversation_id, renewed.agent) == ("lc-one", "c-9", "support")
+    assert renewed.config == guard.config and renewed.telemetry is guard.telemetry
+    assert [m["content"] for m in renewed.messages] == ["where is order 8?"]
+    assert renewed.detector is not guard.detector
+    first, second = (s.attributes for s in capture.appends())
+    assert first[semconv.LOOP_ID] == second[semconv.LOOP_ID] == "lc-one"
+    assert first[semconv.GUARD_INSTANCE] != second[semconv.GUARD_INSTANCE]
+    assert first[semconv.SEQUENCE] == second[semconv.SEQUENCE] == 1
+
+
 def test_the_instrumentor_adds_the_guard_to_every_agent_and_is_registered(capture) -> None:
     from ctxwatch.integrations.langchain_instrumentor import LangChainInstrumentor
 

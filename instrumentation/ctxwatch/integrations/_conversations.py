@@ -60,7 +60,7 @@ class Conversations(Generic[T]):
             key = self._key(key)
             source, own = self._source, self._own
             if isinstance(source, ContextGuard) and own is not None and key == own[0]:
-                guard = ContextGuard(source.loop_id, conversation_id=source.conversation_id, **source._settings)
+                guard = source.renewed()
             else:
                 guard = self._guard_for(key)
             item = self._items[key] = self._make(guard)
