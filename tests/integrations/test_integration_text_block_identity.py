@@ -28,7 +28,7 @@ def _cached(content: str) -> list[dict]:
     return [{"type": "text", "text": content, "cache_control": BREAKPOINT}]
 
 
-def test_a_breakpoint_carried_by_a_one_block_list_then_dropped_back_to_a_string_is_only_appends(capture, caplog) -> None:
+def test_a_breakpoint_on_a_one_block_list_then_a_string_again_is_only_appends(capture, caplog) -> None:
     """Each request is rebuilt from the turns' texts: the newest user turn (the question, or a tool
     result) is a one-text-block list with the breakpoint, every earlier one its plain string."""
     turns = [[{"type": "tool_use", "id": f"toolu_{i:02d}", "name": "lookup", "input": {"order": f"A{i}"}}]
