@@ -27,6 +27,13 @@ def test_request_keys_are_outside_the_first_messages_identity_and_written_back()
         assert first[0].digest == first[1].digest
         for r in (small, large):
             assert from_messages(to_messages(r, "anthropic"), "anthropic") == r
+    # the first turn, carrying the request keys, as a string or as a one-text-block list: one message
+    as_list = _request(0, 64)
+    breakpoint_ = {"type": "ephemeral"}
+    as_list["messages"][0]["content"] = [{"type": "text", "text": "Question 0?", "cache_control": breakpoint_}]
+    read = [to_messages(r, "anthropic")[0] for r in (_request(0, 64), as_list)]
+    assert read[0].digest == read[1].digest
+    assert from_messages(to_messages(as_list, "anthropic"), "anthropic") == as_list
 
 
 def test_a_request_whose_max_tokens_changed_between_calls_is_an_append(caplog) -> None:

@@ -94,16 +94,15 @@ def unpack(message: Message, fmt: str) -> tuple[dict, dict]:
     return keep, shape
 
 
-# Shape keys that are annotations as a whole: (key in the shape as read, key in the notes and in the
-# shape as merged back for writing). A one-text-block list's form is read as ``c1`` (not ``c``), so it is
-# told apart from the list form of other contents, which is content.
-_NOTE_KEYS = (("c1", "c"), ("req", "req"))
+# Shape keys that are annotations as a whole, moved to the notes and back under their own names. A
+# one-text-block list's form is ``c1`` (not ``c``): the list form of other contents is content.
+_NOTE_KEYS = ("c1", "req")
 
 
 def _split(shape: dict) -> tuple[dict, dict]:
     """(`shape` without its annotations, those annotations in the same layout: {} when none)."""
-    notes: dict[str, Any] = {note: shape[key] for key, note in _NOTE_KEYS if key in shape}
-    plain = {k: v for k, v in shape.items() if k not in ("c1", "req")} if notes else shape
+    notes: dict[str, Any] = {key: shape[key] for key in _NOTE_KEYS if key in shape}
+    plain = {k: v for k, v in shape.items() if k not in _NOTE_KEYS} if notes else shape
     blocks = plain.get("b")
     if not blocks:
         return plain, notes
@@ -134,8 +133,8 @@ def _split(shape: dict) -> tuple[dict, dict]:
 
 
 def _merge(shape: dict, notes: dict) -> dict:
-    """`shape` with the annotations `_split` took out of it put back (as the writers read them)."""
-    out = {**shape, **{note: notes[note] for _, note in _NOTE_KEYS if note in notes}}
+    """`shape` with the annotations `_split` took out of it put back."""
+    out = {**shape, **{key: notes[key] for key in _NOTE_KEYS if key in notes}}
     if not notes.get("b"):
         return out
     entries = {e["i"]: dict(e) for e in shape.get("b", ()) if isinstance(e, dict) and "i" in e}
@@ -246,7 +245,7 @@ def read_content(r: Reader, value: Any, field: str, *, text_types: frozenset[str
 def write_content(parts: Sequence[Part], shape: dict, *, index: int, default_text: str, empty: str,
                   blocks: BlockWriter | None = None) -> Any:
     """The content value for `parts` in the form recorded by `shape` (MISSING when absent)."""
-    form = shape.get("c") or default_form(parts, empty)
+    form = _form(shape) or default_form(parts, empty)
     if not parts:
         return MISSING if form == ABSENT else (None if form == NULL else ("" if form == STR else []))
     if form == STR and len(parts) == 1 and type(parts[0]) is TextPart:
@@ -272,6 +271,11 @@ def write_content(parts: Sequence[Part], shape: dict, *, index: int, default_tex
             block.update(entry["a"])
         out.append(block)
     return out
+
+
+def _form(shape: dict) -> str | None:
+    """The content form a shape records, if any: ``c``, or ``c1`` (a one-text-block list, an annotation)."""
+    return shape.get("c") or shape.get("c1")
 
 
 def indexed(entries: list[tuple[int, dict]], count: int) -> dict:
@@ -317,7 +321,7 @@ def write_output(output: str | tuple[Part, ...], shape: dict, *, index: int, def
     """A tool result's content value for `output` in the form recorded by `shape` (as `write_content`): a
     string output read from a one-text-block list is written as that list again."""
     if isinstance(output, str):
-        if shape.get("c") != LIST:
+        if _form(shape) != LIST:
             return output
         output = (TextPart(output),)
     return write_content(output, shape, index=index, default_text=default_text, empty=empty)
