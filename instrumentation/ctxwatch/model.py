@@ -112,9 +112,10 @@ class Message:
     outside the model's view (a LangChain message id, a Responses item id); it does not enter
     the digest, because the model never sees it. `extra` holds canonical JSON of any other
     fields the source format carried, so adapters can round-trip them. `annotations` holds canonical
-    JSON of request annotations on its blocks (Anthropic ``cache_control`` breakpoints), kept for the
-    round trip and, like `id`, outside the digest: a breakpoint changes nothing the model reads (the
-    provider's cache is keyed on content), so moving it is no edit of the message.
+    JSON of what the source carried that the model does not read (``cache_control`` breakpoints, null
+    keys, the list form of a one-text-block content, an Anthropic request's own keys: the rule is in
+    `ctxwatch.adapters._shape`), kept for the round trip and, like `id`, outside the digest: changing
+    them is no edit of the message.
     """
 
     __slots__ = ("role", "parts", "id", "name", "extra", "annotations", "tool_calls", "call_ids", "result_ids", "plain",

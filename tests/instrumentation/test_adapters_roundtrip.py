@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ctxwatch.adapters import from_messages, to_messages
 from ctxwatch.errors import InvalidContextError
-from ctxwatch.model import Message, OpaquePart, TextPart, ToolCall, ToolResult
+from ctxwatch.model import Message, OpaquePart, ToolCall, ToolResult
 
 fd = st.fixed_dictionaries
 text = st.text(max_size=12)
@@ -177,7 +177,7 @@ def test_chat_tool_calls_are_parts_in_order() -> None:
     assert messages[2].call_ids == ("call_7f3a", "call_8b1c")
     assert messages[2].tool_calls[0] == ToolCall("call_7f3a", "query_db", '{"q":1}')
     assert [m.result_ids for m in messages[3:]] == [("call_7f3a",), ("call_8b1c",)]
-    assert messages[4].parts[0] == ToolResult("call_8b1c", (TextPart("7"),))
+    assert messages[4].parts[0] == ToolResult("call_8b1c", "7")  # one text block: its string (adapters/_shape)
     assert from_messages(messages, "openai_chat") == data
 
 

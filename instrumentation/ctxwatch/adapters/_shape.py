@@ -10,14 +10,25 @@ the same digest.
 Content lists are read into `TextPart`s and `OpaquePart`s (plus whatever a format's own block
 reader handles, such as Anthropic's ``tool_use``), one part per block, in order.
 
-One rule of message identity lives here: a block's ``cache_control`` breakpoint and a key whose value
-is null (of a block, or of the message) are annotations, not content. A breakpoint changes nothing the
-model reads (the provider's cache is keyed on content), and the APIs read a null field as an absent one
-(an SDK object dumped with or without ``exclude_none`` is the same message). `read_content` keeps a
-block's annotations in its shape entry (``a``); `envelope` moves them and the message's null keys out of
-the envelope into the message's `annotations`, which are outside the digest, and `unpack` puts them back
-for writing. So a breakpoint that moves from turn to turn (Anthropic's multi-turn prompt caching) or a
-``"citations": null`` leaves a message as it was, and the message still writes back as it was read.
+One rule of message identity lives here: what the model does not read is an annotation, not content:
+
+- a ``cache_control`` breakpoint (of a block, or of the message: LiteLLM's and SWE-agent's tool messages
+  carry it there). It changes nothing the model reads (the provider's cache is keyed on content);
+- a key whose value is null (of a block, or of the message): the APIs read it as an absent one (an SDK
+  object dumped with or without ``exclude_none`` is the same message);
+- the list form of a content holding exactly one plain text block (``[{"type": "text", "text": "x"}]``,
+  its breakpoint aside): the provider reads it as the string ``"x"``. SWE-agent and prompt-caching SDK
+  loops turn a string into such a list to carry the breakpoint, and back. A tool result's output read
+  from such a list is its string (`result_output`), so the two forms are one `ToolResult` too;
+- the keys of an Anthropic request dict besides ``system`` and ``messages`` (``model``, ``max_tokens``,
+  ``tools``...), which ride on its first message (``req``): settings of the request, not of the message.
+
+`read_content` keeps a block's annotations in its shape entry (``a``) and a one-text-block list form as
+``c1``; `envelope` moves them, the request keys and the message's null keys and breakpoint out of the
+envelope into the message's `annotations`, which are outside the digest, and `unpack` puts them back for
+writing. So a breakpoint that moves from turn to turn (Anthropic's multi-turn prompt caching), a
+``"citations": null``, a content that turns from a string into a list and back, or a request whose
+``max_tokens`` changed leaves a message as it was, and the message still writes back as it was read.
 """
 
 from __future__ import annotations
@@ -66,9 +77,9 @@ def envelope(fmt: str, keep: dict | None, shape: dict) -> dict[str, str | None]:
     the annotations, and those (the blocks' in the shape's layout, the message's null keys), which stay
     outside the digest."""
     plain, notes = _split(shape)
-    if keep and None in keep.values():
-        notes = {**notes, "keep": {k: v for k, v in keep.items() if v is None}}
-        keep = {k: v for k, v in keep.items() if v is not None}
+    if keep and (None in keep.values() or ANNOTATION in keep):
+        notes = {**notes, "keep": {k: v for k, v in keep.items() if v is None or k == ANNOTATION}}
+        keep = {k: v for k, v in keep.items() if v is not None and k != ANNOTATION}
     return {"extra": pack_extra(fmt, keep, plain), "annotations": canonical_json(notes) if notes else None}
 
 
@@ -83,13 +94,20 @@ def unpack(message: Message, fmt: str) -> tuple[dict, dict]:
     return keep, shape
 
 
+# Shape keys that are annotations as a whole, moved to the notes and back under their own names. A
+# one-text-block list's form is ``c1`` (not ``c``): the list form of other contents is content.
+_NOTE_KEYS = ("c1", "req")
+
+
 def _split(shape: dict) -> tuple[dict, dict]:
-    """(`shape` without its blocks' annotations, those annotations in the same layout: {} when none)."""
-    blocks = shape.get("b")
+    """(`shape` without its annotations, those annotations in the same layout: {} when none)."""
+    notes: dict[str, Any] = {key: shape[key] for key in _NOTE_KEYS if key in shape}
+    plain = {k: v for k, v in shape.items() if k not in _NOTE_KEYS} if notes else shape
+    blocks = plain.get("b")
     if not blocks:
-        return shape, {}
+        return plain, notes
     kept: list[dict] = []
-    notes: list[dict] = []
+    block_notes: list[dict] = []
     for entry in blocks:
         note: dict[str, Any] = {}
         if "a" in entry or "s" in entry:
@@ -103,21 +121,22 @@ def _split(shape: dict) -> tuple[dict, dict]:
                 if inner_notes:
                     note["s"] = inner_notes
         if note:
-            notes.append({**note, "i": entry["i"]})
+            block_notes.append({**note, "i": entry["i"]})
         if len(entry) > 1:  # more than its index
             kept.append(entry)
-    if not notes:
-        return shape, {}
-    plain = {k: v for k, v in shape.items() if k not in ("n", "b")}
+    if not block_notes:
+        return plain, notes
+    plain = {k: v for k, v in plain.items() if k not in ("n", "b")}
     if kept:
         plain.update(n=shape["n"], b=kept)
-    return plain, {"n": shape["n"], "b": notes}
+    return plain, {**notes, "n": shape["n"], "b": block_notes}
 
 
 def _merge(shape: dict, notes: dict) -> dict:
     """`shape` with the annotations `_split` took out of it put back."""
+    out = {**shape, **{key: notes[key] for key in _NOTE_KEYS if key in notes}}
     if not notes.get("b"):
-        return shape
+        return out
     entries = {e["i"]: dict(e) for e in shape.get("b", ()) if isinstance(e, dict) and "i" in e}
     for note in notes["b"]:
         entry = entries.setdefault(note["i"], {"i": note["i"]})
@@ -125,7 +144,7 @@ def _merge(shape: dict, notes: dict) -> dict:
             entry["a"] = note["a"]
         if "s" in note:
             entry["s"] = _merge(entry.get("s", {}), note["s"])
-    return {**shape, "n": notes["n"], "b": list(entries.values())}
+    return {**out, "n": notes["n"], "b": list(entries.values())}
 
 
 def unpack_extra(extra: str | None, fmt: str) -> tuple[dict, dict]:
@@ -217,15 +236,16 @@ def read_content(r: Reader, value: Any, field: str, *, text_types: frozenset[str
         parts.append(part)
         entries.append((i, entry))
     shape: dict[str, Any] = indexed(entries, len(value))
-    if default_form(parts, empty) != LIST:
-        shape["c"] = LIST
+    if default_form(parts, empty) != LIST:  # one text part: a string unless marked
+        one_block = len(value) == 1 and not (entries[0][1].keys() - {"a"})  # a plain text block, its notes aside
+        shape["c1" if one_block else "c"] = LIST
     return parts, shape
 
 
 def write_content(parts: Sequence[Part], shape: dict, *, index: int, default_text: str, empty: str,
                   blocks: BlockWriter | None = None) -> Any:
     """The content value for `parts` in the form recorded by `shape` (MISSING when absent)."""
-    form = shape.get("c") or default_form(parts, empty)
+    form = _form(shape) or default_form(parts, empty)
     if not parts:
         return MISSING if form == ABSENT else (None if form == NULL else ("" if form == STR else []))
     if form == STR and len(parts) == 1 and type(parts[0]) is TextPart:
@@ -251,6 +271,11 @@ def write_content(parts: Sequence[Part], shape: dict, *, index: int, default_tex
             block.update(entry["a"])
         out.append(block)
     return out
+
+
+def _form(shape: dict) -> str | None:
+    """The content form a shape records, if any: ``c``, or ``c1`` (a one-text-block list, an annotation)."""
+    return shape.get("c") or shape.get("c1")
 
 
 def indexed(entries: list[tuple[int, dict]], count: int) -> dict:
@@ -282,5 +307,21 @@ def split_parts(parts: Sequence[Part]) -> tuple[list[Part], list[ToolCall], list
 
 
 def result_output(value: Any, parts: list[Part]) -> str | tuple[Part, ...]:
-    """A tool result's output: the string itself when the content was a string, else its parts."""
-    return value if isinstance(value, str) else tuple(parts)
+    """A tool result's output: the string itself when the content was a string or a list of one text
+    block (its text: the same output to the model), else its parts."""
+    if isinstance(value, str):
+        return value
+    if len(parts) == 1 and type(parts[0]) is TextPart:
+        return parts[0].text
+    return tuple(parts)
+
+
+def write_output(output: str | tuple[Part, ...], shape: dict, *, index: int, default_text: str,
+                 empty: str) -> Any:
+    """A tool result's content value for `output` in the form recorded by `shape` (as `write_content`): a
+    string output read from a one-text-block list is written as that list again."""
+    if isinstance(output, str):
+        if _form(shape) != LIST:
+            return output
+        output = (TextPart(output),)
+    return write_content(output, shape, index=index, default_text=default_text, empty=empty)

@@ -151,7 +151,7 @@ def _read_block(r: Reader, block: dict, where: str) -> tuple[Part, dict] | None:
                                             default_text="text", empty=ABSENT)
         flag = block.get("is_error", MISSING)
         is_error = False if flag is MISSING else r.flag(flag, where + ".is_error")
-        part = ToolResult(call_id, value if isinstance(value, str) else tuple(nested), is_error)
+        part = ToolResult(call_id, _shape.result_output(value, nested), is_error)
         rest = _RESULT_KEYS
     else:
         return None
@@ -185,8 +185,7 @@ def _write_use(part: ToolCall, entry: dict, index: int) -> dict:
 
 def _write_result(part: ToolResult, entry: dict, index: int) -> dict:
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.call_id}
-    content = part.output if isinstance(part.output, str) else write_content(
-        part.output, entry.get("s", {}), index=index, default_text="text", empty=ABSENT)
+    content = _shape.write_output(part.output, entry.get("s", {}), index=index, default_text="text", empty=ABSENT)
     if content is not MISSING:
         block["content"] = content
     if part.is_error or entry.get("e"):

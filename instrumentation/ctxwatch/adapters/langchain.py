@@ -153,8 +153,7 @@ def write(messages: Sequence[Message]) -> list[Any]:
 
 
 def _tool_data(result: ToolResult, shape: dict, index: int) -> dict[str, Any]:
-    output = result.output if isinstance(result.output, str) else \
-        write_content(result.output, shape, index=index, default_text="text", empty=STR)
+    output = _shape.write_output(result.output, shape, index=index, default_text="text", empty=STR)
     data: dict[str, Any] = {"content": output, "tool_call_id": result.call_id}
     if result.is_error:
         data["status"] = "error"

@@ -117,9 +117,7 @@ def _write_one(m: Message, index: int) -> list[dict]:
 
 
 def _output(result: ToolResult, shape: dict, index: int) -> Any:
-    if isinstance(result.output, str):
-        return result.output
-    return write_content(result.output, shape, index=index, default_text="text", empty=NULL)
+    return _shape.write_output(result.output, shape, index=index, default_text="text", empty=NULL)
 
 
 def _write_call(call: ToolCall, entry: dict) -> dict:

@@ -129,8 +129,7 @@ def _write_output(result: ToolResult, shape: dict, index: int) -> dict:
     kind = shape.get("t", "function_call_output")
     d: dict[str, Any] = {"type": kind if kind in OUTPUT_TYPES else "function_call_output",
                          "call_id": result.call_id}
-    value = result.output if isinstance(result.output, str) else \
-        write_content(result.output, shape, index=index, default_text="input_text", empty=LIST)
+    value = _shape.write_output(result.output, shape, index=index, default_text="input_text", empty=LIST)
     if value is not MISSING:
         d["output"] = value
     return d
