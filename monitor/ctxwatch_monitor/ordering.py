@@ -111,7 +111,7 @@ APPLIED, HELD, ASIDE, LATE = "applied", "held", "aside", "late"
 # what a held span keeps: enough to apply it later (the fleet metrics count it when it is applied)
 _STORED = (semconv.MUTATION_KIND, semconv.DECISION, semconv.HASH_DISTANCE, semconv.LITERALS_BEFORE,
            semconv.LITERALS_LOST, semconv.CONTRACTION_STATE, semconv.EPISODE, semconv.SEQUENCE,
-           semconv.CONTRACTION_CYCLE, semconv.LOOP_ID, semconv.SERVICE_NAME, AGENT_NAME)
+           semconv.CONTRACTION_CYCLE, semconv.LOOP_ID, semconv.SERVICE_NAME, AGENT_NAME, semconv.CONTRACTION_RUN)
 
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dumps with options builds one per call
@@ -119,7 +119,8 @@ _encode = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dum
 
 def _stored(record: MutationRecord) -> list[Any]:
     return [record.kind, record.decision, record.d, record.before, record.lost, record.guard_state, record.episode,
-            record.sequence, record.guard_cycle, record.loop_id, record.service, record.agent, record.end_ns]
+            record.sequence, record.guard_cycle, record.loop_id, record.service, record.agent, record.run,
+            record.end_ns]
 
 
 def _by_sequence(records: Iterable[MutationRecord]) -> dict[int, MutationRecord]:
@@ -129,6 +130,8 @@ def _by_sequence(records: Iterable[MutationRecord]) -> dict[int, MutationRecord]
 
 def _record(stored: list[Any]) -> MutationRecord:
     *values, end_ns = stored
+    if len(values) == len(_STORED) - 1:  # stored before detector runs were kept: a guard that sent none
+        values.append(None)
     return MutationRecord(dict(zip(_STORED, values, strict=True)), end_ns)
 
 
@@ -137,7 +140,7 @@ class LoopOrder:
 
     __slots__ = ("next", "pending", "since", "candidate", "candidates", "candidate_seen", "previous", "source",
                  "reason", "gap", "seen", "instance", "candidate_instance", "left", "unconfirmed", "far_ahead",
-                 "rivals", "jump")
+                 "rivals", "jump", "life")
 
     def __init__(self) -> None:
         self.next = 1                                    # the sequence number expected next in the episode
@@ -161,6 +164,8 @@ class LoopOrder:
         self.rivals: dict[tuple[int, str | None], tuple[float, dict[int, MutationRecord]]] | None = None
         # after a lone span was applied past a gap given up for it (`LONE_WAITS`): where the run stopped, that span
         self.jump: tuple[int, int] | None = None
+        # the guard's detector life the loop's detector follows (`MutationRecord.detector_life`; None: no span yet)
+        self.life: list[Any] | None = None
 
     def groups(self) -> list[tuple[tuple[int, str | None], float, dict[int, MutationRecord]]]:
         """Every candidate run held aside (the lead one and its rivals): its (episode, instance), when a span of it
@@ -193,11 +198,10 @@ class LoopOrder:
         guard instance, when it opens its numbering (sequence 1: what a restarted guard sends first). None when
         more than one instance has sent such a lone span (which one restarted is not known)."""
         groups = self.groups()
-        if self.opening:
-            own = [next(iter(spans.values())) for (_, instance), _, spans in groups
-                   if instance == self.instance and len(spans) == 1]
-            if own:
-                return min(own, key=lambda record: record.episode)
+        own = [next(iter(spans.values())) for (_, instance), _, spans in groups
+               if instance == self.instance and len(spans) == 1 and (self.opening or next(iter(spans)) == 1)]
+        if own:  # a later episode's first span (spans of earlier episodes are late): the guard's next task
+            return min(own, key=lambda record: record.episode)
         lone = [next(iter(spans.values())) for (_, instance), _, spans in groups
                 if instance != self.instance and len(spans) == 1 and next(iter(spans)) == 1]
         return lone[0] if len(lone) == 1 else None
@@ -222,8 +226,9 @@ class LoopOrder:
                 or self.rivals or self.jump is not None):
             previous = "null" if self.previous is None else int(self.previous)
             instance = "null" if self.instance is None else encode_basestring(self.instance)
+            life = "" if self.life is None else f',"life":{_encode(self.life)}'
             return (f'{{"next":{int(self.next)},"seen":{float(self.seen)!r},"previous":{previous},'
-                    f'"source":"{self.source}","instance":{instance}}}')
+                    f'"source":"{self.source}","instance":{instance}{life}}}')
         return _encode({"next": self.next, "since": self.since, "candidate": self.candidate,
                         "previous": self.previous, "source": self.source, "reason": self.reason,
                         "gap": self.gap, "seen": self.seen, "candidate_seen": self.candidate_seen,
@@ -236,7 +241,7 @@ class LoopOrder:
                                    for (episode, instance), (seen, spans) in (self.rivals or {}).items()],
                         "unconfirmed": None if self.unconfirmed is None else
                         [self.unconfirmed[0], self.unconfirmed[1], _stored(self.unconfirmed[2])],
-                        "jump": None if self.jump is None else list(self.jump)})
+                        "jump": None if self.jump is None else list(self.jump), "life": self.life})
 
     @classmethod
     def from_json(cls, text: str | None) -> LoopOrder:
@@ -259,6 +264,7 @@ class LoopOrder:
                 order.unconfirmed = (unconfirmed[0], unconfirmed[1], _record(unconfirmed[2]))
             if (jump := data.get("jump")) is not None:
                 order.jump = (jump[0], jump[1])
+            order.life = data.get("life")
         return order
 
 
@@ -310,7 +316,8 @@ class Sequencer:
         if record.episode != loop.episode:
             if record.episode == order.previous or (record.instance is not None and record.episode < loop.episode):
                 return LATE  # the episode left, or one before it of the instance (its episodes are ordered)
-            return ASIDE if self._candidate(loop, record, now) else LATE
+            kept = self._candidate(loop, record, now)
+            return APPLIED if record.episode == loop.episode else ASIDE if kept else LATE
         if sequence - max(order.next - 1, max(order.pending, default=0)) > self.window:  # no sign of life yet
             return ASIDE if self._far_ahead(loop, record, now) else LATE
         if order.jump is not None:
@@ -457,7 +464,7 @@ class Sequencer:
     def _maybe_switch(self, loop: Any, now: float) -> None:
         """Switch the loop to its candidate episode once confirmed (see the module docstring)."""
         order: LoopOrder = loop.order
-        if order.candidate is None or len(order.candidates) < EPISODE_CONFIRMATIONS:
+        if order.candidate is None or (len(order.candidates) < EPISODE_CONFIRMATIONS and not _next_episode(loop)):
             return
         restart = order.candidate_instance != order.instance
         if not restart and order.candidate < loop.episode and order.candidate_seen - order.seen < self.wait:
@@ -491,6 +498,12 @@ class Sequencer:
         order.next, order.pending, order.since, order.seen, order.far_ahead, order.jump = 1, held, now, now, None, None
         order.source, order.reason, order.gap = MONITOR, None, None
         self._drain(loop, now)
+        if not restart and order.rivals:  # the instance's episodes are ordered: those before this one are over
+            order.rivals = {key: value for key, value in order.rivals.items()
+                            if key[1] != order.instance or key[0] > loop.episode} or None
+        if order.rivals and (following := (loop.episode + 1, order.instance)) in order.rivals:
+            _lead(order, following, now)  # the next episode's spans came meanwhile: it starts now, if it may
+            self._maybe_switch(loop, now)
 
     def _confirm(self, order: LoopOrder) -> None:
         """The restart a lone span brought in stands: the instance it left joins the instances left."""
@@ -519,6 +532,25 @@ class Sequencer:
         _lead(order, (lone.episode, brought), now)
         order.candidates.update(_by_sequence((lone,)))
         order.candidate_seen = now
+
+
+def _next_episode(loop: Any) -> bool:
+    """Whether the loop's lead candidate run is its guard's next episode starting, in the detector life the loop
+    follows (a session boundary: `MutationRecord.detector_life` unchanged): its first span, of the instance the
+    loop follows, numbered 1 in the episode after the loop's, with nothing of the loop's own run held. That is
+    expected, not a gap: it is taken at once, even alone (a loop of one span per task, docs/guard.md).
+    An opening loop takes so its guard's first episode after the one it was made in (docs/guard.md's loop
+    starts every task, the first one included, with a session boundary) when its detector has seen no cycle yet
+    (`ctxwatch.contraction.cycle` 0 in run 0): no span before it could feed the detector."""
+    order: LoopOrder = loop.order
+    first = order.candidates.get(1)
+    if first is None or len(order.candidates) != 1 or order.candidate != loop.episode + 1:
+        return False
+    if order.candidate_instance != order.instance or order.pending or order.far_ahead:
+        return False
+    if order.opening and order.life is None:
+        return first.guard_cycle == 0 and first.run == 0
+    return order.life == list(first.detector_life)
 
 
 def _numbers(first: int, last: int) -> str:
