@@ -77,7 +77,8 @@ class Engine:
         self.database = database
         self.detector_config = detector_config(dict(config.contraction))
         self.store = LoopStore(instruments, config.max_loops, config.loop_ttl)
-        self.sequencer = Sequencer(config.order_window, config.order_wait, self._apply_in_order, self._new_episode)
+        self.sequencer = Sequencer(config.order_window, config.order_wait, self._apply_in_order, self._new_episode,
+                                   lone_waits=config.lone_waits)
         self.waiting: set[str] = set()  # loops holding spans that wait for their turn (`LoopOrder.waiting`)
         # the spans applied since the fleet metrics last counted, each with its bounded (service, agent)
         self._taken: list[tuple[MutationRecord, tuple[str, str]]] = []

@@ -10,7 +10,7 @@ Per loop, `LoopOrder` holds the next sequence number expected in the loop's epis
 `window` spans that arrived ahead of it. `Sequencer.offer` hands the engine each span once every
 span before it has been applied; a span behind the next expected one (a duplicate, or one that came
 after its gap was given up) is late: counted, not applied. A gap is given up when a span has waited
-`wait` seconds for it (`expire`; a lone one, `LONE_WAITS` times as long: see below) or the window is full: the
+`wait` seconds for it (`expire`; a lone one, `lone_waits` times as long: see below) or the window is full: the
 engine then applies what follows, and
 when its detector no longer counts the cycles the guard counts, it adopts the guard's reported state
 for the rest of the episode (`source` = guard, with the reason) instead of guessing the missing cycle.
@@ -24,6 +24,14 @@ that sends none counts from 0 again, but so do the spans of the episodes before,
 besides, a span of it arriving `wait` seconds or more after the last span of the loop's own episode. One
 forged span therefore cannot reset a loop's detector or clear its alarm, and it leaves no mark on the loop's
 later spans. Spans of the episode the loop left are late.
+
+The next episode: a guard starts one at every session boundary (docs/guard.md's loop: one per task, often of one
+span), so the first span of the episode after the loop's, of the instance it follows, numbered 1, in the detector life
+the loop follows (`_next_episode`: the same `ctxwatch.contraction.run`), is taken at once when nothing of the loop's
+own run is held: an episode starting is expected, not a gap. A later episode's lone first span otherwise (one in
+between was lost, or its detector run is new) is taken once it has waited `wait` seconds with none of the loop's own
+spans arriving meanwhile (`LoopOrder.lone`). The detector is not reset by an episode: the engine starts it afresh
+only when a span names another detector life (`MutationRecord.detector_life`).
 
 A loop's first episode: a new loop starts in episode 0. A first span of a later episode is held aside as a
 candidate like any other (the loop is `opening`: it has applied nothing), so the spans of the episodes
@@ -75,16 +83,17 @@ changes nothing the loop shows, as one forged episode number or instance id does
 
 A lone span ahead of a gap: one numbered within `window` is held, but a span held ahead of a gap gives the gap up
 after `wait` only when it is corroborated by the same rule (another held span within `window` of it:
-`Sequencer._corroborating`); a lone one waits `LONE_WAITS` times as long (what a guard's last span after a lost batch
-needs before it is applied: a bounded delay), and it is `ASIDE`, no sign of the loop's life, until then. The loop's
-own spans arriving meanwhile are applied in their turn (each one that is restarts that wait). Once a lone span was
-applied so (`LoopOrder.jump`), a span of the gap given up for it, arriving before any span after it, takes the run back
-to where it stopped: the gap's spans are applied, the lone span's number is passed over when the run reaches it (that
-span was applied), and the loop follows the state the guard reports from then on (the lone span fed the detector out
-of turn). A span after the lone one confirms it (the guard went on past it). So one forged span ahead of a gap, of the
-loop's own instance, makes at most the genuine span of its own number late (what a forged span numbered next can do
-anyway), however long the genuine guard is quiet; with a genuine span of its own held ahead of a gap (the guard's
-spans delayed or lost) it corroborates that one, and that gap is given up after `wait`, as the guard's next span would.
+`Sequencer._corroborating`); a lone one waits `lone_waits` times as long (a setting; what a guard's last span after a
+lost batch needs before it is applied: a bounded delay), and it is `ASIDE`, no sign of the loop's life, until then.
+The loop's own spans arriving meanwhile are applied in their turn (each one that is restarts that wait). Once a lone
+span was applied so (`LoopOrder.jump`), a span of the gap given up for it, arriving before any span after it, takes
+the run back to where it stopped: the gap's spans are applied, the lone span's number is passed over when the run
+reaches it (that span was applied), and the loop follows the state the guard reports from then on (the lone span fed
+the detector out of turn). A span after the lone one confirms it (the guard went on past it). So one forged span ahead
+of a gap, of the loop's own instance, makes at most the genuine span of its own number late (what a forged span
+numbered next can do anyway), however long the genuine guard is quiet; with a genuine span of its own held ahead of a
+gap (the guard's spans delayed or lost) it corroborates that one, and that gap is given up after `wait`, as the
+guard's next span would.
 """
 
 from __future__ import annotations
@@ -103,7 +112,6 @@ GUARD = "guard"       # a cycle is missing: the loop follows the state the guard
 EPISODE_CONFIRMATIONS = 2  # spans of a new episode (or guard instance, or a jump) needed before the loop takes it
 MAX_RIVALS = 4             # candidate runs (episode, instance) set aside besides the one a span came for last
 MAX_LEFT_INSTANCES = 8     # guard instances a loop left whose late spans it still recognises
-LONE_WAITS = 12            # a lone span held ahead of a gap (none corroborates it) waits this many `wait`s for it
 # what became of an offered span: applied in its turn, held ahead of a missing one of the loop's run, held aside (a
 # candidate run's, or far ahead: not the loop's run yet, perhaps never), late
 APPLIED, HELD, ASIDE, LATE = "applied", "held", "aside", "late"
@@ -275,11 +283,12 @@ NewEpisode = Callable[[Any, int, float], None]
 class Sequencer:
     """Feeds a loop's sequenced spans to the engine in sequence order (see the module docstring).
 
-    `apply(loop, record, now)` applies one span; `new_episode(loop, episode, now)` starts the detector
-    afresh. Loops are anything with `order` (a `LoopOrder`) and `episode` attributes."""
+    `apply(loop, record, now)` applies one span; `new_episode(loop, episode, now)` starts the loop's next
+    episode; `lone_waits`: how many `wait`s a lone span held ahead of a gap waits for it. Loops are anything
+    with `order` (a `LoopOrder`) and `episode` attributes."""
 
-    def __init__(self, window: int, wait: float, apply: Apply, new_episode: NewEpisode) -> None:
-        self.window, self.wait = window, wait
+    def __init__(self, window: int, wait: float, apply: Apply, new_episode: NewEpisode, *, lone_waits: int) -> None:
+        self.window, self.wait, self.lone_waits = window, wait, lone_waits
         self._apply, self._new_episode = apply, new_episode
 
     def offer(self, loop: Any, record: MutationRecord, now: float) -> str:
@@ -420,9 +429,9 @@ class Sequencer:
         return len(self._corroborating(pending, min(pending))) + 1 >= EPISODE_CONFIRMATIONS
 
     def _gap_wait(self, pending: dict[int, MutationRecord]) -> float:
-        """How long the spans held ahead of the loop's gap wait for it: `wait`, or `LONE_WAITS` times as long for a
+        """How long the spans held ahead of the loop's gap wait for it: `wait`, or `lone_waits` times as long for a
         lone span (one forged span must not give up a gap of genuine spans; see the module docstring)."""
-        return self.wait if self._corroborated(pending) else self.wait * LONE_WAITS
+        return self.wait if self._corroborated(pending) else self.wait * self.lone_waits
 
     def _far_ahead(self, loop: Any, record: MutationRecord, now: float) -> bool:
         """Hold aside a span numbered more than `window` past the run's furthest; with one held aside within `window`
