@@ -161,6 +161,7 @@ class ContextGuard:
         self._in_flight: list[str] = []
         self.passes_used = 0
         self.episode = 0
+        self.detector_run = 0  # how many times new_episode() started the detector afresh (a boundary keeps it)
         self._elisions = 0
         self._markers: frozenset[str] = frozenset()  # the texts of its plain elision markers in the context
         self.halted_at: int | None = None
@@ -266,7 +267,7 @@ class ContextGuard:
             messages_after=len(change.after), pass_number=self.passes_used, pass_cap=self.pass_cap,
             agent=self.agent, conversation_id=self.conversation_id, size_before=size_before,
             size_after=self._state.size, literals_before=len(self._state.literal_counts),
-            contraction_state=self.detector.state, episode=self.episode,
+            contraction_state=self.detector.state, episode=self.episode, detector_run=self.detector_run,
             duration_s=time.perf_counter() - started), None))
 
     def note_provider_cache(self, figures: prompt_cache.ProviderCache) -> None:
@@ -417,7 +418,7 @@ class ContextGuard:
         messages, raw, digests = self._with_appended(self._appended_in(current))
         entry = self.deferred.take_latest(digests)
         self._state.with_boundary(0)
-        self.new_episode()
+        self._next_episode()
         if entry is None:
             return None
         rebased_model = entry.rebase(messages)
@@ -441,15 +442,23 @@ class ContextGuard:
         return self.bridge.to_caller(model[:at] + (pin,) + model[at:], proposed)
 
     def new_episode(self) -> None:
-        """Start a new episode: the pass count, the halt and the contraction detector are reset and the
-        policy region is pinned again on the current context; the pinned cap stays. Every session
-        boundary starts one. Spans carry the episode number, so the monitor resets its detector too."""
-        self.episode += 1
-        self.passes_used = 0
-        self._state.rewrites_since_turn = 0
+        """Start a new episode after fixing the rewrite policy: as every session boundary does (`_next_episode`),
+        and besides the halt is cleared and the contraction detector starts afresh (a new detector run,
+        ``ctxwatch.contraction.run``, so the monitor starts its own afresh too): the next cycles are judged on
+        their own. A session boundary is no fix: it keeps the detector, its evidence and the halt."""
+        self._next_episode()
+        self.detector_run += 1
         self.halted_at = None
         self.detector = ContractionDetector(self.detector.config)
         self._fp_last_rewrite = None
+
+    def _next_episode(self) -> None:
+        """Start a new episode (every session boundary does): the pass count is reset and the policy region is
+        pinned again on the current context; the pinned cap stays. The contraction detector lives for the loop
+        (the guard's life, DESIGN "The contraction regime"): its cycles, its state and a halt go on."""
+        self.episode += 1
+        self.passes_used = 0
+        self._state.rewrites_since_turn = 0
         self.policy.repin(self._state.context.messages)  # the episode's policy: what the context holds now
 
     # --- one attempt: evaluate, decide, commit ------------------------------------------------------
@@ -737,7 +746,7 @@ class ContextGuard:
             loop_id=self.loop_id, agent=self.agent, conversation_id=self.conversation_id,
             pass_number=self.passes_used + (1 if evaluation.rewrite else 0), pass_cap=self.pass_cap,
             contraction_state=verdict.state if verdict is not None else self.detector.state, episode=self.episode)
-        report.resolution = outcome.resolution
+        report.resolution, report.detector_run = outcome.resolution, self.detector_run
         return report
 
     # --- the evaluation (no side effects) ------------------------------------------------------------
@@ -829,7 +838,8 @@ class ContextGuard:
                     findings.append(_contraction_finding(verdict))
             findings = decisions.apply_table(findings, enforcement)
             decision = decisions.decide(findings)
-        # a halted loop stays halted until new_episode(), whatever this cycle's verdict (the detector may recover)
+        # a halted loop stays halted until new_episode() (a session boundary is no fix), whatever this cycle's
+        # verdict (the detector may recover)
         if self.halted_at is not None and is_cycle and decision != "halt":
             findings.append(Finding("contraction", f"the loop was halted at cycle {self.halted_at} in the "
                                     "contraction regime; call guard.new_episode() after fixing the rewrite policy",
@@ -884,7 +894,7 @@ class ContextGuard:
             self._follow_policy(report)
         if session:
             state.with_boundary(0)
-            self.new_episode()
+            self._next_episode()
 
     def _after_commit(self, messages: tuple[Message, ...]) -> None:
         self.registry.stamp(self._state.pairs)

@@ -96,7 +96,8 @@ class Report:
                                     # "session_boundary" (applied whole, a new episode begun)
     shadow: bool = False            # report-only mode: the decision is what the guard would have done
     observed: bool = False          # a change the guard found already made (observe): reported, not refused
-    episode: int = 0                # how many times `ContextGuard.new_episode` has started a new one
+    episode: int = 0                # how many episodes the guard started (session boundaries, new_episode)
+    detector_run: int = 0           # how many times `ContextGuard.new_episode` started the detector afresh
     duration_s: float = 0.0
     # what the change the agent now uses cost the provider's prompt cache (`ctxwatch.cache`): consumed
     # characters from its first difference to the boundary, and their estimated tokens; 0 when not applied

@@ -65,7 +65,8 @@ EPISODE = "ctxwatch.episode"
 # From the telemetry layer, per loop and episode: what lets a consumer order a loop's spans whatever
 # their arrival order, notice a gap (a span sampled out or lost) and know the guard's detector state.
 SEQUENCE = "ctxwatch.sequence"                 # 1, 2, ... for every span of the loop in the episode
-CONTRACTION_CYCLE = "ctxwatch.contraction.cycle"  # the guard's detector cycles in the episode, after this one
+CONTRACTION_CYCLE = "ctxwatch.contraction.cycle"  # the guard's detector cycles in its run, after this one
+CONTRACTION_RUN = "ctxwatch.contraction.run"   # the guard's detector run: how many times new_episode() reset it
 GUARD_INSTANCE = "ctxwatch.guard.instance.id"  # whose numbering: a UUID per guard process and loop
 MESSAGES_BEFORE = "ctxwatch.messages.before"
 MESSAGES_AFTER = "ctxwatch.messages.after"
@@ -156,6 +157,16 @@ def feeds_detector(kind: str, decision: str, hash_distance: float | None) -> boo
     return hash_distance is not None and kind != "append" and decision in ("patch", "halt")
 
 
+def detector_life(run: int | None, episode: int) -> tuple[int, int]:
+    """Which life of a loop's contraction detector a span belongs to: its detector run
+    (``ctxwatch.contraction.run``). The detector lives for the loop (the guard's life): a session boundary
+    starts a new episode but keeps the detector, and only ``ContextGuard.new_episode()`` (the rewrite policy
+    fixed after a halt) starts a new run. A guard that sends no run (one made before runs existed) started
+    its detector afresh with every episode, so its episode is the life. The guard's telemetry counts
+    ``ctxwatch.contraction.cycle`` per life and the monitor starts its detector afresh when it changes."""
+    return (run, 0) if run is not None else (-1, episode)
+
+
 # --- GenAI names -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class GenAINames:
@@ -239,7 +250,8 @@ SPAN_ATTRIBUTES: tuple[AttributeSpec, ...] = (
     AttributeSpec(CONTRACTION_STATE, "string", "report"),
     AttributeSpec(EPISODE, "int", "report, from the first new_episode() on (absent means 0)"),
     AttributeSpec(SEQUENCE, "int", "telemetry: 1-based, +1 for every span of the loop in the episode"),
-    AttributeSpec(CONTRACTION_CYCLE, "int", "telemetry: the guard's detector cycles in the episode after this one"),
+    AttributeSpec(CONTRACTION_CYCLE, "int", "telemetry: the guard's detector cycles in its run after this one"),
+    AttributeSpec(CONTRACTION_RUN, "int", "telemetry: the guard's detector run, 0 until new_episode() resets it"),
     AttributeSpec(GUARD_INSTANCE, "string", "telemetry: the numbering's instance, a random UUID per process and "
                   "loop (replay and watch: a UUID v5 of the loop id)"),
     AttributeSpec(RESIDUAL_PRESSURE, "int", "report, when the pass cap is reached"),

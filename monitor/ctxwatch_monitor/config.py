@@ -50,6 +50,7 @@ class MonitorConfig:
     history: int = 32
     order_window: int = 64
     order_wait: float = 5.0
+    lone_waits: int = 12
     idle_after: float = 300.0
     alarm_retention: float = 900.0
     block_after: int = 3
@@ -170,6 +171,8 @@ _OPTIONS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "history": (_positive_int, "cycles of history kept per loop"),
     "order_window": (_positive_int, "spans per loop held ahead of a missing one before its gap is given up"),
     "order_wait": (_seconds, "seconds a span waits for a missing one before its gap is given up"),
+    "lone_waits": (_positive_int, "how many order_waits a lone span held ahead of a gap (none corroborates it) "
+                                  "waits for it"),
     "idle_after": (_positive_seconds, "seconds without a span after which a loop's status is idle"),
     "alarm_retention": (_seconds, "seconds a resolved or stopped alarm stays on the alarm list"),
     "block_after": (_positive_int, "refusals in a row by the same invariants that make a loop blocked"),

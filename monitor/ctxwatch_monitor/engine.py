@@ -77,7 +77,8 @@ class Engine:
         self.database = database
         self.detector_config = detector_config(dict(config.contraction))
         self.store = LoopStore(instruments, config.max_loops, config.loop_ttl)
-        self.sequencer = Sequencer(config.order_window, config.order_wait, self._apply_in_order, self._new_episode)
+        self.sequencer = Sequencer(config.order_window, config.order_wait, self._apply_in_order, self._new_episode,
+                                   lone_waits=config.lone_waits)
         self.waiting: set[str] = set()  # loops holding spans that wait for their turn (`LoopOrder.waiting`)
         # the spans applied since the fleet metrics last counted, each with its bounded (service, agent)
         self._taken: list[tuple[MutationRecord, tuple[str, str]]] = []
@@ -245,6 +246,11 @@ class Engine:
         if record.guard_state is not None:
             loop.guard_state = record.guard_state
         order, fed, guard_cycle = loop.order, record.feeds_detector, record.guard_cycle
+        life = list(record.detector_life)
+        if order.life != life:
+            if order.life is not None:
+                self._new_detector(loop, at)
+            order.life = life
         cycle = 0
         if order.source == MONITOR:
             if fed:
@@ -255,8 +261,8 @@ class Engine:
                     self._set_state(loop, verdict.state, cycle, at)
             if guard_cycle is not None and guard_cycle != loop.detector.cycle:
                 order.source = GUARD
-                order.reason = order.gap or (f"the guard counts {guard_cycle} detector cycles in episode "
-                                             f"{loop.episode}, the monitor {loop.detector.cycle}: spans are missing")
+                order.reason = order.gap or (f"the guard counts {guard_cycle} detector cycles in its detector run, "
+                                             f"the monitor {loop.detector.cycle}: spans are missing")
         if order.source == GUARD and guard_cycle is not None:
             loop.cycles = guard_cycle
             if fed:
@@ -280,16 +286,22 @@ class Engine:
         self.store.set_state(loop, state)
 
     def _new_episode(self, loop: LoopState, episode: int, at: float) -> None:
-        """The loop's spans carry another episode number or guard instance: the guard started a new episode
-        (`ContextGuard.new_episode`, after the rewrite policy was fixed) or a new guard took the loop over
-        (a restarted process: another `ctxwatch.guard.instance.id`, counting from 0 again). Either way the
-        guard's detector started afresh, and so does the loop's; the loop's history is kept."""
+        """The loop's spans carry another episode number or guard instance: the guard started a new episode (a
+        session boundary, or `ContextGuard.new_episode`) or a new guard took the loop over (a restarted process:
+        another `ctxwatch.guard.instance.id`, counting from 0 again). The pass count started afresh, so a block
+        no longer holds; the detector goes on unless the first span applied from it names another detector life
+        (`MutationRecord.detector_life`, `_new_detector`: the same rule the guard's telemetry counts by)."""
         loop.episode, loop.episode_start = episode, at
+        loop.oncall.new_episode()
+        self.store.set_status(loop, loop.oncall.status_for(loop.state, self.config.refusing_for), at)
+
+    def _new_detector(self, loop: LoopState, at: float) -> None:
+        """The guard's detector started afresh (`new_episode()` after a fix, or a new guard): so does the loop's,
+        and its halt and alarm are over; the loop's history is kept."""
         loop.detector = ContractionDetector(self.detector_config)
         loop.cycles, loop.onset, loop.flagged, loop.alarm_time = 0, None, None, None
         self.store.set_state(loop, loop.detector.state)
-        loop.oncall.new_episode()
-        self.store.set_status(loop, loop.oncall.status_for(loop.state, self.config.refusing_for), at)
+        loop.oncall.new_detector()
 
     def expire_gaps(self) -> int:
         """Give up the gaps held spans have waited for long enough (`order_wait`), take the lone spans of

@@ -3,9 +3,11 @@
 A loop's `status` is one of `STATUSES` (docs/monitor.md, "Loop status", has the transition table):
 
 - `halted`: the guard halted a rewrite (`ctxwatch.decision` = halt; the contraction alarm's halt);
-  cleared by a later applied rewrite or a new episode.
+  cleared by a later applied rewrite or a new detector run (`ContextGuard.new_episode()`; a session
+  boundary's new episode keeps the halt, as the guard does).
 - `blocked`: the pass cap refused a rewrite (`pass_cap` among `ctxwatch.violations`), or
-  `block_after` refusals in a row named the same invariants; cleared the same way.
+  `block_after` refusals in a row named the same invariants; cleared by a later applied rewrite or a
+  new episode.
 - `contracting`: the contraction detector's state for the loop.
 - `refusing`: the guard refused one of the loop's rewrites (it retried and went on) and fewer than
   `refusing_for` rewrites were applied since: the guard is doing its job on a rewriter that is broken.
@@ -136,9 +138,15 @@ class OncallState:
                                        f"{', '.join(mask_invariants(mask))}")
 
     def new_episode(self) -> None:
-        """The guard started afresh: a halt or block of the episode before no longer holds."""
+        """The guard started a new episode: its pass count is afresh, so a block of the episode before no longer
+        holds; a halt does (a session boundary is no fix: the guard's detector and halt go on)."""
         self.streak_mask, self.streak = 0, 0
-        self.halted_time = self.blocked_time = self.blocked_reason = None
+        self.blocked_time = self.blocked_reason = None
+
+    def new_detector(self) -> None:
+        """The guard's detector started afresh (`ContextGuard.new_episode()` after a fix, or a new guard): its
+        halt no longer holds."""
+        self.halted_time = None
 
     def status_for(self, contraction_state: str, refusing_for: int) -> str:
         """The status the spans give (never idle): halted > blocked > contracting > refusing > healthy."""

@@ -10,7 +10,7 @@ Per loop, `LoopOrder` holds the next sequence number expected in the loop's epis
 `window` spans that arrived ahead of it. `Sequencer.offer` hands the engine each span once every
 span before it has been applied; a span behind the next expected one (a duplicate, or one that came
 after its gap was given up) is late: counted, not applied. A gap is given up when a span has waited
-`wait` seconds for it (`expire`; a lone one, `LONE_WAITS` times as long: see below) or the window is full: the
+`wait` seconds for it (`expire`; a lone one, `lone_waits` times as long: see below) or the window is full: the
 engine then applies what follows, and
 when its detector no longer counts the cycles the guard counts, it adopts the guard's reported state
 for the rest of the episode (`source` = guard, with the reason) instead of guessing the missing cycle.
@@ -24,6 +24,14 @@ that sends none counts from 0 again, but so do the spans of the episodes before,
 besides, a span of it arriving `wait` seconds or more after the last span of the loop's own episode. One
 forged span therefore cannot reset a loop's detector or clear its alarm, and it leaves no mark on the loop's
 later spans. Spans of the episode the loop left are late.
+
+The next episode: a guard starts one at every session boundary (docs/guard.md's loop: one per task, often of one
+span), so the first span of the episode after the loop's, of the instance it follows, numbered 1, in the detector life
+the loop follows (`_next_episode`: the same `ctxwatch.contraction.run`), is taken at once when nothing of the loop's
+own run is held: an episode starting is expected, not a gap. A later episode's lone first span otherwise (one in
+between was lost, or its detector run is new) is taken once it has waited `wait` seconds with none of the loop's own
+spans arriving meanwhile (`LoopOrder.lone`). The detector is not reset by an episode: the engine starts it afresh
+only when a span names another detector life (`MutationRecord.detector_life`).
 
 A loop's first episode: a new loop starts in episode 0. A first span of a later episode is held aside as a
 candidate like any other (the loop is `opening`: it has applied nothing), so the spans of the episodes
@@ -75,16 +83,17 @@ changes nothing the loop shows, as one forged episode number or instance id does
 
 A lone span ahead of a gap: one numbered within `window` is held, but a span held ahead of a gap gives the gap up
 after `wait` only when it is corroborated by the same rule (another held span within `window` of it:
-`Sequencer._corroborating`); a lone one waits `LONE_WAITS` times as long (what a guard's last span after a lost batch
-needs before it is applied: a bounded delay), and it is `ASIDE`, no sign of the loop's life, until then. The loop's
-own spans arriving meanwhile are applied in their turn (each one that is restarts that wait). Once a lone span was
-applied so (`LoopOrder.jump`), a span of the gap given up for it, arriving before any span after it, takes the run back
-to where it stopped: the gap's spans are applied, the lone span's number is passed over when the run reaches it (that
-span was applied), and the loop follows the state the guard reports from then on (the lone span fed the detector out
-of turn). A span after the lone one confirms it (the guard went on past it). So one forged span ahead of a gap, of the
-loop's own instance, makes at most the genuine span of its own number late (what a forged span numbered next can do
-anyway), however long the genuine guard is quiet; with a genuine span of its own held ahead of a gap (the guard's
-spans delayed or lost) it corroborates that one, and that gap is given up after `wait`, as the guard's next span would.
+`Sequencer._corroborating`); a lone one waits `lone_waits` times as long (a setting; what a guard's last span after a
+lost batch needs before it is applied: a bounded delay), and it is `ASIDE`, no sign of the loop's life, until then.
+The loop's own spans arriving meanwhile are applied in their turn (each one that is restarts that wait). Once a lone
+span was applied so (`LoopOrder.jump`), a span of the gap given up for it, arriving before any span after it, takes
+the run back to where it stopped: the gap's spans are applied, the lone span's number is passed over when the run
+reaches it (that span was applied), and the loop follows the state the guard reports from then on (the lone span fed
+the detector out of turn). A span after the lone one confirms it (the guard went on past it). So one forged span ahead
+of a gap, of the loop's own instance, makes at most the genuine span of its own number late (what a forged span
+numbered next can do anyway), however long the genuine guard is quiet; with a genuine span of its own held ahead of a
+gap (the guard's spans delayed or lost) it corroborates that one, and that gap is given up after `wait`, as the
+guard's next span would.
 """
 
 from __future__ import annotations
@@ -103,7 +112,6 @@ GUARD = "guard"       # a cycle is missing: the loop follows the state the guard
 EPISODE_CONFIRMATIONS = 2  # spans of a new episode (or guard instance, or a jump) needed before the loop takes it
 MAX_RIVALS = 4             # candidate runs (episode, instance) set aside besides the one a span came for last
 MAX_LEFT_INSTANCES = 8     # guard instances a loop left whose late spans it still recognises
-LONE_WAITS = 12            # a lone span held ahead of a gap (none corroborates it) waits this many `wait`s for it
 # what became of an offered span: applied in its turn, held ahead of a missing one of the loop's run, held aside (a
 # candidate run's, or far ahead: not the loop's run yet, perhaps never), late
 APPLIED, HELD, ASIDE, LATE = "applied", "held", "aside", "late"
@@ -111,7 +119,7 @@ APPLIED, HELD, ASIDE, LATE = "applied", "held", "aside", "late"
 # what a held span keeps: enough to apply it later (the fleet metrics count it when it is applied)
 _STORED = (semconv.MUTATION_KIND, semconv.DECISION, semconv.HASH_DISTANCE, semconv.LITERALS_BEFORE,
            semconv.LITERALS_LOST, semconv.CONTRACTION_STATE, semconv.EPISODE, semconv.SEQUENCE,
-           semconv.CONTRACTION_CYCLE, semconv.LOOP_ID, semconv.SERVICE_NAME, AGENT_NAME)
+           semconv.CONTRACTION_CYCLE, semconv.LOOP_ID, semconv.SERVICE_NAME, AGENT_NAME, semconv.CONTRACTION_RUN)
 
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dumps with options builds one per call
@@ -119,7 +127,8 @@ _encode = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dum
 
 def _stored(record: MutationRecord) -> list[Any]:
     return [record.kind, record.decision, record.d, record.before, record.lost, record.guard_state, record.episode,
-            record.sequence, record.guard_cycle, record.loop_id, record.service, record.agent, record.end_ns]
+            record.sequence, record.guard_cycle, record.loop_id, record.service, record.agent, record.run,
+            record.end_ns]
 
 
 def _by_sequence(records: Iterable[MutationRecord]) -> dict[int, MutationRecord]:
@@ -129,6 +138,8 @@ def _by_sequence(records: Iterable[MutationRecord]) -> dict[int, MutationRecord]
 
 def _record(stored: list[Any]) -> MutationRecord:
     *values, end_ns = stored
+    if len(values) == len(_STORED) - 1:  # stored before detector runs were kept: a guard that sent none
+        values.append(None)
     return MutationRecord(dict(zip(_STORED, values, strict=True)), end_ns)
 
 
@@ -137,7 +148,7 @@ class LoopOrder:
 
     __slots__ = ("next", "pending", "since", "candidate", "candidates", "candidate_seen", "previous", "source",
                  "reason", "gap", "seen", "instance", "candidate_instance", "left", "unconfirmed", "far_ahead",
-                 "rivals", "jump")
+                 "rivals", "jump", "life")
 
     def __init__(self) -> None:
         self.next = 1                                    # the sequence number expected next in the episode
@@ -161,6 +172,8 @@ class LoopOrder:
         self.rivals: dict[tuple[int, str | None], tuple[float, dict[int, MutationRecord]]] | None = None
         # after a lone span was applied past a gap given up for it (`LONE_WAITS`): where the run stopped, that span
         self.jump: tuple[int, int] | None = None
+        # the guard's detector life the loop's detector follows (`MutationRecord.detector_life`; None: no span yet)
+        self.life: list[Any] | None = None
 
     def groups(self) -> list[tuple[tuple[int, str | None], float, dict[int, MutationRecord]]]:
         """Every candidate run held aside (the lead one and its rivals): its (episode, instance), when a span of it
@@ -193,11 +206,10 @@ class LoopOrder:
         guard instance, when it opens its numbering (sequence 1: what a restarted guard sends first). None when
         more than one instance has sent such a lone span (which one restarted is not known)."""
         groups = self.groups()
-        if self.opening:
-            own = [next(iter(spans.values())) for (_, instance), _, spans in groups
-                   if instance == self.instance and len(spans) == 1]
-            if own:
-                return min(own, key=lambda record: record.episode)
+        own = [next(iter(spans.values())) for (_, instance), _, spans in groups
+               if instance == self.instance and len(spans) == 1 and (self.opening or next(iter(spans)) == 1)]
+        if own:  # a later episode's first span (spans of earlier episodes are late): the guard's next task
+            return min(own, key=lambda record: record.episode)
         lone = [next(iter(spans.values())) for (_, instance), _, spans in groups
                 if instance != self.instance and len(spans) == 1 and next(iter(spans)) == 1]
         return lone[0] if len(lone) == 1 else None
@@ -222,8 +234,9 @@ class LoopOrder:
                 or self.rivals or self.jump is not None):
             previous = "null" if self.previous is None else int(self.previous)
             instance = "null" if self.instance is None else encode_basestring(self.instance)
+            life = "" if self.life is None else f',"life":{_encode(self.life)}'
             return (f'{{"next":{int(self.next)},"seen":{float(self.seen)!r},"previous":{previous},'
-                    f'"source":"{self.source}","instance":{instance}}}')
+                    f'"source":"{self.source}","instance":{instance}{life}}}')
         return _encode({"next": self.next, "since": self.since, "candidate": self.candidate,
                         "previous": self.previous, "source": self.source, "reason": self.reason,
                         "gap": self.gap, "seen": self.seen, "candidate_seen": self.candidate_seen,
@@ -236,7 +249,7 @@ class LoopOrder:
                                    for (episode, instance), (seen, spans) in (self.rivals or {}).items()],
                         "unconfirmed": None if self.unconfirmed is None else
                         [self.unconfirmed[0], self.unconfirmed[1], _stored(self.unconfirmed[2])],
-                        "jump": None if self.jump is None else list(self.jump)})
+                        "jump": None if self.jump is None else list(self.jump), "life": self.life})
 
     @classmethod
     def from_json(cls, text: str | None) -> LoopOrder:
@@ -259,6 +272,7 @@ class LoopOrder:
                 order.unconfirmed = (unconfirmed[0], unconfirmed[1], _record(unconfirmed[2]))
             if (jump := data.get("jump")) is not None:
                 order.jump = (jump[0], jump[1])
+            order.life = data.get("life")
         return order
 
 
@@ -269,11 +283,12 @@ NewEpisode = Callable[[Any, int, float], None]
 class Sequencer:
     """Feeds a loop's sequenced spans to the engine in sequence order (see the module docstring).
 
-    `apply(loop, record, now)` applies one span; `new_episode(loop, episode, now)` starts the detector
-    afresh. Loops are anything with `order` (a `LoopOrder`) and `episode` attributes."""
+    `apply(loop, record, now)` applies one span; `new_episode(loop, episode, now)` starts the loop's next
+    episode; `lone_waits`: how many `wait`s a lone span held ahead of a gap waits for it. Loops are anything
+    with `order` (a `LoopOrder`) and `episode` attributes."""
 
-    def __init__(self, window: int, wait: float, apply: Apply, new_episode: NewEpisode) -> None:
-        self.window, self.wait = window, wait
+    def __init__(self, window: int, wait: float, apply: Apply, new_episode: NewEpisode, *, lone_waits: int) -> None:
+        self.window, self.wait, self.lone_waits = window, wait, lone_waits
         self._apply, self._new_episode = apply, new_episode
 
     def offer(self, loop: Any, record: MutationRecord, now: float) -> str:
@@ -310,7 +325,8 @@ class Sequencer:
         if record.episode != loop.episode:
             if record.episode == order.previous or (record.instance is not None and record.episode < loop.episode):
                 return LATE  # the episode left, or one before it of the instance (its episodes are ordered)
-            return ASIDE if self._candidate(loop, record, now) else LATE
+            kept = self._candidate(loop, record, now)
+            return APPLIED if record.episode == loop.episode else ASIDE if kept else LATE
         if sequence - max(order.next - 1, max(order.pending, default=0)) > self.window:  # no sign of life yet
             return ASIDE if self._far_ahead(loop, record, now) else LATE
         if order.jump is not None:
@@ -413,9 +429,9 @@ class Sequencer:
         return len(self._corroborating(pending, min(pending))) + 1 >= EPISODE_CONFIRMATIONS
 
     def _gap_wait(self, pending: dict[int, MutationRecord]) -> float:
-        """How long the spans held ahead of the loop's gap wait for it: `wait`, or `LONE_WAITS` times as long for a
+        """How long the spans held ahead of the loop's gap wait for it: `wait`, or `lone_waits` times as long for a
         lone span (one forged span must not give up a gap of genuine spans; see the module docstring)."""
-        return self.wait if self._corroborated(pending) else self.wait * LONE_WAITS
+        return self.wait if self._corroborated(pending) else self.wait * self.lone_waits
 
     def _far_ahead(self, loop: Any, record: MutationRecord, now: float) -> bool:
         """Hold aside a span numbered more than `window` past the run's furthest; with one held aside within `window`
@@ -457,7 +473,7 @@ class Sequencer:
     def _maybe_switch(self, loop: Any, now: float) -> None:
         """Switch the loop to its candidate episode once confirmed (see the module docstring)."""
         order: LoopOrder = loop.order
-        if order.candidate is None or len(order.candidates) < EPISODE_CONFIRMATIONS:
+        if order.candidate is None or (len(order.candidates) < EPISODE_CONFIRMATIONS and not _next_episode(loop)):
             return
         restart = order.candidate_instance != order.instance
         if not restart and order.candidate < loop.episode and order.candidate_seen - order.seen < self.wait:
@@ -491,6 +507,12 @@ class Sequencer:
         order.next, order.pending, order.since, order.seen, order.far_ahead, order.jump = 1, held, now, now, None, None
         order.source, order.reason, order.gap = MONITOR, None, None
         self._drain(loop, now)
+        if not restart and order.rivals:  # the instance's episodes are ordered: those before this one are over
+            order.rivals = {key: value for key, value in order.rivals.items()
+                            if key[1] != order.instance or key[0] > loop.episode} or None
+        if order.rivals and (following := (loop.episode + 1, order.instance)) in order.rivals:
+            _lead(order, following, now)  # the next episode's spans came meanwhile: it starts now, if it may
+            self._maybe_switch(loop, now)
 
     def _confirm(self, order: LoopOrder) -> None:
         """The restart a lone span brought in stands: the instance it left joins the instances left."""
@@ -519,6 +541,25 @@ class Sequencer:
         _lead(order, (lone.episode, brought), now)
         order.candidates.update(_by_sequence((lone,)))
         order.candidate_seen = now
+
+
+def _next_episode(loop: Any) -> bool:
+    """Whether the loop's lead candidate run is its guard's next episode starting, in the detector life the loop
+    follows (a session boundary: `MutationRecord.detector_life` unchanged): its first span, of the instance the
+    loop follows, numbered 1 in the episode after the loop's, with nothing of the loop's own run held. That is
+    expected, not a gap: it is taken at once, even alone (a loop of one span per task, docs/guard.md).
+    An opening loop takes so its guard's first episode after the one it was made in (docs/guard.md's loop
+    starts every task, the first one included, with a session boundary) when its detector has seen no cycle yet
+    (`ctxwatch.contraction.cycle` 0 in run 0): no span before it could feed the detector."""
+    order: LoopOrder = loop.order
+    first = order.candidates.get(1)
+    if first is None or len(order.candidates) != 1 or order.candidate != loop.episode + 1:
+        return False
+    if order.candidate_instance != order.instance or order.pending or order.far_ahead:
+        return False
+    if order.opening and order.life is None:
+        return first.guard_cycle == 0 and first.run == 0
+    return order.life == list(first.detector_life)
 
 
 def _numbers(first: int, last: int) -> str:

@@ -35,7 +35,7 @@ MAX_CONTEXT_FIGURE = 2**28
 MAX_INT64 = 2**63 - 1  # OTLP's intValue: sequence numbers, episodes, passes, cycles
 _INT_LIMITS: dict[str, int] = {
     **dict.fromkeys((semconv.PASS_NUMBER, semconv.PASS_CAP, semconv.EPISODE, semconv.SEQUENCE,
-                     semconv.CONTRACTION_CYCLE), MAX_INT64),
+                     semconv.CONTRACTION_CYCLE, semconv.CONTRACTION_RUN), MAX_INT64),
     **dict.fromkeys((semconv.LITERALS_BEFORE, semconv.LITERALS_LOST, semconv.LITERALS_HIDDEN, semconv.ORPHANS_TOOL_USE,
                      semconv.ORPHANS_TOOL_RESULT, semconv.SIZE_AFTER, semconv.TOKENS_BEFORE, *semconv.CACHE_FIGURES),
                     MAX_CONTEXT_FIGURE),
@@ -65,7 +65,7 @@ class MutationRecord:
     __slots__ = ("loop_id", "service", "agent", "kind", "decision", "pass_number", "pass_cap", "d", "before",
                  "lost", "hidden", "orphans_tool_use", "orphans_tool_result", "violations", "warnings", "guard_state",
                  "episode", "end_ns", "sequence", "guard_cycle", "size_after", "error_type", "cache", "agent_version",
-                 "tokens_before", "instance")
+                 "tokens_before", "instance", "run")
 
     def __init__(self, attrs: dict[str, Any], end_ns: int) -> None:
         """`attrs` are the span's type-checked attributes; `validate` checks the rest and fills in
@@ -91,6 +91,7 @@ class MutationRecord:
         self.episode = get(semconv.EPISODE) or 0
         self.sequence: int | None = get(semconv.SEQUENCE)       # None: a guard that does not number its spans
         self.guard_cycle: int | None = get(semconv.CONTRACTION_CYCLE)
+        self.run: int | None = get(semconv.CONTRACTION_RUN)     # None: a guard that sends no detector run
         self.instance: str | None = get(semconv.GUARD_INSTANCE) or None  # None: a guard that sends none
         self.size_after: int | None = get(semconv.SIZE_AFTER)  # None: a guard that does not send it
         self.error_type: str | None = get(ERROR_TYPE)           # the class the guard raised, on abort and halt
@@ -102,6 +103,12 @@ class MutationRecord:
         """r_t = lost / literals before, when there were literals; None when unknown (an opaque rewrite,
         whose span carries ctxwatch.literals.hidden instead of a lost count)."""
         return self.lost / self.before if self.before and self.hidden is None else None
+
+    @property
+    def detector_life(self) -> tuple[str | None, int, int]:
+        """Which life of its guard's contraction detector the span belongs to: its guard instance's, and in it
+        `semconv.detector_life` (the one rule the guard's telemetry counts `ctxwatch.contraction.cycle` by)."""
+        return (self.instance, *semconv.detector_life(self.run, self.episode))
 
     @property
     def feeds_detector(self) -> bool:

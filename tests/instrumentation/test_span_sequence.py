@@ -71,9 +71,12 @@ def test_sequences_are_bounded_and_restart_with_a_new_episode() -> None:
     sequences = LoopSequences(capacity=2)
     first = sequences.next("a", 0, "compact", "patch", 0.4)
     assert first[:2] == (1, 1) and uuid.UUID(first.instance).version == 4
-    assert sequences.next("a", 0, "append", "patch", None) == (2, 1, first.instance)
-    assert sequences.next("a", 0, "compact", "defer", None) == (3, 1, first.instance)   # refused: no detector cycle
-    assert sequences.next("a", 1, "compact", "patch", 0.3) == (1, 1, first.instance)    # a new episode starts again
+    assert sequences.next("a", 0, "append", "patch", None) == (2, 1, first.instance, 0)
+    assert sequences.next("a", 0, "compact", "defer", None) == (3, 1, first.instance, 0)  # refused: no detector cycle
+    # a new episode numbers from 1 again; its detector cycles go on (a session boundary keeps the detector) ...
+    assert sequences.next("a", 1, "compact", "patch", 0.3) == (1, 2, first.instance, 0)
+    # ... until a new detector run (new_episode() after a fix)
+    assert sequences.next("a", 2, "compact", "patch", 0.3, run=1) == (1, 1, first.instance, 1)
     sequences.next("b", 0, "append", "patch", None)
     sequences.next("c", 0, "append", "patch", None)                      # past the capacity: "a" is forgotten
     again = sequences.next("a", 1, "append", "patch", None)

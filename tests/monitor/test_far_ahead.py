@@ -21,6 +21,7 @@ from test_restart_ordering import Process
 from ctxwatch import semconv
 from ctxwatch.telemetry.sequence import recorded_instance
 from ctxwatch_monitor.api import summary
+from ctxwatch_monitor.config import MonitorConfig
 from ctxwatch_monitor.engine import Engine
 from ctxwatch_monitor.ordering import LoopOrder
 
@@ -142,7 +143,7 @@ def _sequencer(window: int = 8) -> Any:
     def new_episode(loop: _Loop, episode: int, now: float) -> None:
         loop.episode = episode
 
-    return Sequencer(window, 5.0, apply, new_episode)
+    return Sequencer(window, 5.0, apply, new_episode, lone_waits=MonitorConfig().lone_waits)
 
 
 def _span(sequence: int, instance: str = "A") -> Any:

@@ -25,9 +25,11 @@ from conftest import MonitorProcess, Sender, healthy_cycles, metric_value
 from test_far_ahead import _Loop, _sequencer, _span
 from test_run_arrival import Guard, late, view_when
 
-from ctxwatch_monitor.ordering import LONE_WAITS, LoopOrder
+from ctxwatch_monitor.config import MonitorConfig
+from ctxwatch_monitor.ordering import LoopOrder
 
 ORDER_WAIT = 0.25
+LONE_WAITS = MonitorConfig().lone_waits  # the default setting
 WINDOW = 64  # the default order_window
 LOOP = "lone-victim"
 

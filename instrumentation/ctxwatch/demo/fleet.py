@@ -134,7 +134,8 @@ class DemoLoop:
         """A rewrite of the loop's working buffer, which these loops declare as their mutable zone: the
         consumed prefix is the system prompt alone (record 000: a rewrite at or after the generation
         boundary is a patch, not deferred). Every other invariant applies, and the loop stays in one
-        episode, so the contraction alarm sees all its cycles (a session boundary would start a new one)."""
+        episode (a session boundary would start a new one; the contraction alarm, the loop's, would see
+        all its cycles all the same)."""
         self.guard.observe(self.buffer, boundary=1)
         return self._check(proposal, kind)
 

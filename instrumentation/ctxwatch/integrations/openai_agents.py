@@ -57,7 +57,7 @@ _HALTED_COMPACTION = (
     "  GuardedSession: the SDK's compaction after this turn was refused and the history kept as it was; the turn's "
     "items are stored in the session, but Runner.run raised instead of returning its result. Every later "
     "turn's compaction is refused the same way until guard.new_episode() is called (after fixing what the "
-    "compaction drops), or until session.clear_session() starts a new session.")
+    "compaction drops); session.clear_session() starts a new session but keeps the halt (a new session is no fix).")
 
 
 class GuardedSession(SessionABC):

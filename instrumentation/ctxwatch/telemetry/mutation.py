@@ -134,7 +134,7 @@ class MutationTelemetry:
         loop's `ctxwatch.sequence` goes on where that run left it."""
         try:
             self._sequences.next(report.loop_id or "", report.episode, report.kind, report.decision,
-                                 report.hash_distance)
+                                 report.hash_distance, report.detector_run)
         except Exception as exc:  # noqa: BLE001 - telemetry fails open
             self.failure("end", exc)
 
@@ -143,7 +143,7 @@ class MutationTelemetry:
             violations, warnings = (report.violations, report.warnings) if report.findings else ([], [])
             # numbered even when no span is recorded (not sampled, no SDK yet): the gap is what a consumer sees
             numbering = self._sequences.next(report.loop_id or handle.loop_id or "", report.episode, report.kind,
-                                             report.decision, report.hash_distance)
+                                             report.decision, report.hash_distance, report.detector_run)
         except Exception as exc:  # noqa: BLE001 - not a report: counted, nothing recorded
             self.failure("end", exc)
             return
@@ -164,7 +164,8 @@ class MutationTelemetry:
             error_type = spans.error_type(report)
             attrs = spans.report_attributes(handle.start_attributes(), self.names, report, violations, warnings,
                                             error_type)
-            attrs[semconv.SEQUENCE], attrs[semconv.CONTRACTION_CYCLE], attrs[semconv.GUARD_INSTANCE] = numbering
+            (attrs[semconv.SEQUENCE], attrs[semconv.CONTRACTION_CYCLE], attrs[semconv.GUARD_INSTANCE],
+             attrs[semconv.CONTRACTION_RUN]) = numbering
             if self.capture_content:
                 attrs.update(content.lost_literal_attributes(report))
         except Exception as exc:  # noqa: BLE001 - telemetry fails open

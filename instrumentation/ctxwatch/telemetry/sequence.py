@@ -2,7 +2,8 @@
 
 For every report of a loop the telemetry layer takes the next number of the loop's current episode
 (1, 2, ... for every span, appends included; a new episode number starts again at 1) and the guard's
-detector cycles in the episode so far, counted with the rule the detector is fed by
+detector cycles so far in the detector's life (`semconv.detector_life`: its run, which a session boundary's
+new episode keeps and only `ContextGuard.new_episode` moves on), counted with the rule the detector is fed by
 (`semconv.feeds_detector`). A report is numbered whether or not its span is sampled, so a consumer
 sees a gap where a span was sampled out or lost. Numbering is thread-safe and bounded: past
 `capacity` loops the least recently reported one is forgotten.
@@ -46,8 +47,9 @@ class Numbering(NamedTuple):
     """Where one span is in its loop's numbering."""
 
     sequence: int   # ctxwatch.sequence
-    cycle: int      # ctxwatch.contraction.cycle: the detector cycles in the episode after the span
+    cycle: int      # ctxwatch.contraction.cycle: the detector cycles in its run after the span
     instance: str   # ctxwatch.guard.instance.id
+    run: int        # ctxwatch.contraction.run
 
 
 def recorded_instance(loop_id: str, generation: int = 0) -> str:
@@ -88,10 +90,10 @@ class RecordedFiles:
 class _Stream:
     """One loop's numbering in progress."""
 
-    __slots__ = ("instance", "episode", "sequence", "cycles")
+    __slots__ = ("instance", "episode", "run", "sequence", "cycles")
 
-    def __init__(self, instance: str, episode: int) -> None:
-        self.instance, self.episode, self.sequence, self.cycles = instance, episode, 0, 0
+    def __init__(self, instance: str, episode: int, run: int = 0) -> None:
+        self.instance, self.episode, self.run, self.sequence, self.cycles = instance, episode, run, 0, 0
 
 
 class LoopSequences:
@@ -103,20 +105,23 @@ class LoopSequences:
         self._loops: OrderedDict[str, _Stream] = OrderedDict()
         self._lock = threading.Lock()
 
-    def next(self, loop_id: str, episode: int, kind: str, decision: str, hash_distance: float | None) -> Numbering:
-        """Number the loop's next span."""
+    def next(self, loop_id: str, episode: int, kind: str, decision: str, hash_distance: float | None,
+             run: int = 0) -> Numbering:
+        """Number the loop's next span (`run`: the guard's detector run)."""
         fed = semconv.feeds_detector(kind, decision, hash_distance)
         with self._lock:
             stream = self._loops.get(loop_id)
             if stream is None:
-                stream = self._start(loop_id, str(uuid.uuid4()), episode)
+                stream = self._start(loop_id, str(uuid.uuid4()), episode, run)
             else:
                 self._loops.move_to_end(loop_id)
                 if stream.episode != episode:
-                    stream.episode, stream.sequence, stream.cycles = episode, 0, 0
+                    stream.episode, stream.sequence = episode, 0
+                if stream.run != run:
+                    stream.run, stream.cycles = run, 0
             stream.sequence += 1
             stream.cycles += fed
-            return Numbering(stream.sequence, stream.cycles, stream.instance)
+            return Numbering(stream.sequence, stream.cycles, stream.instance, stream.run)
 
     def restart(self, loop_id: str) -> None:
         """Number the loop's next span as a new run: a new guard made for the loop, whose episodes count from 0
@@ -133,8 +138,8 @@ class LoopSequences:
             stream = self._start(loop_id, instance, 0)
             stream.sequence, stream.cycles = sequence, cycles
 
-    def _start(self, loop_id: str, instance: str, episode: int) -> _Stream:
-        stream = self._loops[loop_id] = _Stream(instance, episode)
+    def _start(self, loop_id: str, instance: str, episode: int, run: int = 0) -> _Stream:
+        stream = self._loops[loop_id] = _Stream(instance, episode, run)
         if len(self._loops) > self.capacity:
             self._loops.popitem(last=False)
         return stream
