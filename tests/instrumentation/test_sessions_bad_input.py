@@ -154,7 +154,7 @@ def test_large_jsonl_is_streamed_with_bounded_memory(tmp_path: Path) -> None:
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert compactions == 5
+    assert compactions == 4  # the fifth boundary is the last line: a compaction in progress, no mutation yet
     assert peak < 25_000_000
 
 

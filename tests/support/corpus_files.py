@@ -208,12 +208,13 @@ def claude_code_tool_ids(path: Path) -> tuple[dict[str, int], dict[str, int]]:
 
 # --- OpenHands facts ------------------------------------------------------------------------------
 def openhands_tool_ids(path: Path) -> tuple[set[str], set[str]]:
-    """(tool call ids of actions, tool call ids of observations)."""
+    """(tool call ids of actions, tool call ids of observations). A ``finish`` action is left out: OpenHands
+    sends it as a message, not as a call (its ``ConversationMemory`` drops the finish's tool call metadata)."""
     actions: set[str] = set()
     observations: set[str] = set()
     for event in document(path):
         call = (event.get("tool_call_metadata") or {}).get("tool_call_id")
-        if call:
+        if call and event.get("action") != "finish":
             (observations if "observation" in event else actions).add(call)
     return actions, observations
 

@@ -105,6 +105,13 @@ def session_notes(a: SessionAudit, literals_shown: int, fail_on_literal_loss: bo
         out.insert(0, f"starts from a compaction copied from its parent session (boundary at line {inherited['line']}"
                    + (f", summary of {summary['chars']:,} chars at line {summary['line']}" if summary else "")
                    + "): the buffer starts there, not a cycle")
+    in_progress = a.facts.get("compaction_in_progress")
+    if in_progress:
+        out.append(f"compaction in progress at end of file (boundary at line {in_progress['line']}"
+                   + (f", trigger {in_progress['trigger']}" if in_progress["trigger"] else "")
+                   + (f", {in_progress['pre_tokens']:,} tokens before" if in_progress["pre_tokens"] is not None else "")
+                   + "): its summary is not written yet; pending, not a mutation (the buffer at the end is the "
+                   "one before it)")
     out.append(f"verdict: {a.explain()}")
     findings = a.findings(fail_on_literal_loss)
     out.append("findings: " + ("none" if not findings else

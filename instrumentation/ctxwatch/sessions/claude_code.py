@@ -16,7 +16,12 @@ context is rebuilt from them in file order, as the API saw it:
   the new buffer. The `Mutation` is yielded once the summary is read (``after`` is the summary).
   A boundary before any message of the file (a session continued from its parent, which copies the
   parent's boundary and summary) is no mutation: the summary is where this session's buffer starts,
-  recorded in ``Session.facts["inherited_compaction"]``.
+  recorded in ``Session.facts["inherited_compaction"]``. A boundary the file ends after, its summary not
+  written yet (a live session mid-compaction), is no mutation either: the compaction is in progress at the
+  end of the file, ``Session.facts["compaction_in_progress"]`` (line, trigger, preTokens), and the final
+  snapshot is the buffer before it. ``ctxwatch watch`` keeps such a boundary pending until its summary
+  arrives (the end of a followed file is raised through this reader), so a replay of the cut file says
+  no more than a replay of the completed one will.
 - ``system`` records with subtype ``microcompact_boundary`` clear old tool results in place
   (``microcompactMetadata.compactedToolIds`` names them): a ``prune`` Mutation with source
   ``claude_code.microcompact_boundary``; each named result's content becomes Claude Code's
@@ -317,6 +322,10 @@ class _Boundary:
     trigger: str | None
     pre_tokens: int | None
 
+    def facts(self) -> dict[str, Any]:
+        """What the file says of a compaction whose summary it does not hold yet (``compaction_in_progress``)."""
+        return {"line": self.line, "trigger": self.trigger, "pre_tokens": self.pre_tokens}
+
     def mutation(self, summary: Message | None, summary_line: int | None) -> Mutation:
         return Mutation("compact", self.step, self.before, (summary,) if summary else (),
                         "claude_code.compact_boundary", f"line {self.line}", line=self.line,
@@ -457,9 +466,11 @@ def events(session: Session) -> Iterator[Event]:
                 _remember(links, uuid, uuid)
         finally:  # a followed session waits for its next line here: nothing of this record is kept through it
             rec = message = summary = None
-    if pending is not None:
-        yield pending.mutation(None, None)
-    yield Snapshot(step, buf.messages(), f"line {last_line}", last_line or None, final=True)
+    final = buf.messages()
+    if pending is not None:  # the file ends before its summary: a compaction in progress, not in the file yet
+        session.facts["compaction_in_progress"] = pending.facts()
+        final = pending.before
+    yield Snapshot(step, final, f"line {last_line}", last_line or None, final=True)
 
 
 def compact_summary(rec: dict, message: Message, filing: Filing | None = None, line: int = 0) -> Message | None:

@@ -9,6 +9,10 @@ session's size cap. The buffer is rebuilt the way OpenHands' conversation memory
   the arguments of the matching call in ``model_response`` (else the action's ``args``). Actions
   of one model response (same ``model_response.id``) share one assistant message, whose text is
   the response's content. A `Snapshot` is yielded before each new model response or agent message;
+- a ``finish`` action is a message, never a tool call (``ConversationMemory._process_action``: its call was
+  already executed and has no response, so OpenHands drops its ``tool_call_metadata`` and sends the
+  action's thought, with the response's content when it differs, on a line after it): an assistant message
+  (a user one for a user's ``/exit``), not a call waiting for a result;
 - an observation with ``tool_call_metadata`` is that call's result (``cause`` points back at the
   action); an ``error`` observation is an error result;
 - a ``condensation`` action forgets events (``forgotten_event_ids`` or ``forgotten_events_start_id``
@@ -163,6 +167,12 @@ def events(session: Session) -> Iterator[Event]:
             buf.view.append(origin if isinstance(origin, int) else None)
         if action == "condensation":
             yield from _condense(buf, ev, step, where)
+        elif action == "finish":
+            role = "user" if ev.get("source") == "user" else "assistant"
+            if role == "assistant":
+                yield Snapshot(step, tuple(buf.messages), where)
+                step += 1
+            buf.append(Message(role, _finish_text(ev, meta)), origin)
         elif isinstance(meta, dict) and "action" in ev:
             call = _tool_call(session, ev, meta, where)
             if call is None:
@@ -201,6 +211,21 @@ def events(session: Session) -> Iterator[Event]:
                 step += 1
             buf.append(Message(role, text if isinstance(text, str) else json.dumps(text)), origin)
     yield Snapshot(step, tuple(buf.messages), f"events[{len(stream) - 1}]", final=True)
+
+
+def _finish_text(ev: dict, meta: Any) -> str:
+    """What OpenHands sends of a ``finish`` action: its thought; with a model response (the agent's finish
+    call), the response's content instead when there is no thought, else after the thought when it differs."""
+    args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+    thought = args.get("thought")
+    thought = thought.get("text") if isinstance(thought, dict) else thought
+    thought = thought if isinstance(thought, str) else ""
+    if not isinstance(meta, dict):
+        return thought
+    content = _response_text(_response(meta))
+    if not thought:
+        return content
+    return thought if thought == content else f"{thought}\n{content}"
 
 
 def _response(meta: dict) -> dict:
