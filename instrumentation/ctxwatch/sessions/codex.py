@@ -9,7 +9,8 @@ reasoning or a call following input items): the buffer then is what the model wa
 A ``compacted`` record replaces the history with its ``replacement_history`` (a `Mutation` of
 kind ``compact``, source ``codex.compacted``, ``after`` the replacement items, ``details``
 ``replacement_items``; its ``message``, when not empty, is the summary). Older rollouts without
-``replacement_history`` give ``after`` = the summary message alone. A session read from the middle of its
+``replacement_history`` give ``after`` = the history Codex rebuilds then (`codex_compact`: the initial context,
+the user's newest messages, the summary). A session read from the middle of its
 file (`Session.read_from`, ``ctxwatch watch`` resuming after a ``compacted`` record) starts with the
 buffer that record left. The ``event_msg`` of type
 ``context_compacted`` that follows adds nothing. ``session_meta`` (the base instructions, sent
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..adapters import openai_responses
 from ..model import Message
+from . import codex_compact
 from .events import Event, Mutation, Snapshot
 from .filed import FiledMessage, Filing, Where
 
@@ -130,12 +132,15 @@ def events(session: Session) -> Iterator[Event]:
                 unanswered.add(message, payload.get("type"), len(buffer))
                 buffer.append(message if filing is None else FiledMessage.of(message, _Item(filing.here(line)), filing))
             elif kind == "compacted" and isinstance(payload, dict):
-                after = _compacted(session, payload, line)
-                if after is None:
-                    continue
-                if filing is not None:
-                    after = filed(after, filing, filing.here(line), payload)
                 summary = _summary(payload)
+                if payload.get("replacement_history") is None:  # Codex's Option: absent or null
+                    if filing is not None and summary is not None:
+                        summary = FiledMessage.of(summary, _Item(filing.here(line), _SUMMARY), filing)
+                    after = codex_compact.rebuilt(buffer, summary, filing)
+                elif (after := _replacement(session, payload, line)) is None:
+                    continue
+                elif filing is not None:
+                    after = filed(after, filing, filing.here(line))
                 yield Mutation("compact", step, unanswered.sent(buffer), after, "codex.compacted", f"line {line}",
                                line=line, summary=summary, summary_line=line if summary else None,
                                details={"replacement_items": len(payload.get("replacement_history") or ())})
@@ -193,10 +198,9 @@ class _Unanswered:
 _ABORTED = "aborted"  # the output Codex records for a call that never produced one
 
 
-def filed(after: tuple[Message, ...], filing: Filing, where: Where, payload: dict) -> tuple[Message, ...]:
-    """The buffer a ``compacted`` record read at `where` leaves (`after`, read from its `payload`), filed."""
-    summary_only = "replacement_history" not in payload
-    return tuple(FiledMessage.of(m, _Item(where, _SUMMARY if summary_only else i), filing) for i, m in enumerate(after))
+def filed(after: tuple[Message, ...], filing: Filing, where: Where) -> tuple[Message, ...]:
+    """The replacement history of a ``compacted`` record read at `where` (`after`), filed."""
+    return tuple(FiledMessage.of(m, _Item(where, i), filing) for i, m in enumerate(after))
 
 
 _RECORD = -1  # _Item.index: the record's payload is the message
@@ -225,28 +229,23 @@ class _Item:
             return None
         if self.index == _SUMMARY:
             return _summary(payload)
-        after = _compacted(session, payload, line)
+        after = _replacement(session, payload, line)
         return after[self.index] if after is not None and self.index < len(after) else None
 
 
 def compacted_at(session: Session, rec: Any, line: int) -> tuple[Message, ...] | None:
-    """The buffer a ``compacted`` record at `line` leaves, else None (a resumed watcher reads it again)."""
-    if isinstance(rec, dict) and rec.get("type") == "compacted" and isinstance(payload := rec.get("payload"), dict):
-        return _compacted(session, payload, line)
+    """The buffer a ``compacted`` record at `line` leaves, else None (a resumed watcher reads it again). A record
+    without ``replacement_history`` is None too: the history Codex rebuilds then depends on the records before
+    it (`codex_compact`), so no epoch starts there."""
+    if (isinstance(rec, dict) and rec.get("type") == "compacted" and isinstance(payload := rec.get("payload"), dict)
+            and payload.get("replacement_history") is not None):
+        return _replacement(session, payload, line)
     return None
 
 
-def _compacted(session: Session, payload: dict, line: int) -> tuple[Message, ...] | None:
-    """The replacement history (or, in older rollouts, the summary alone); None when it cannot be read."""
-    after = _replacement(session, payload, line)
-    if after is None or "replacement_history" in payload:
-        return after
-    summary = _summary(payload)
-    return (summary,) if summary else ()
-
-
 def _replacement(session: Session, payload: dict, line: int) -> tuple[Message, ...] | None:
-    items = payload.get("replacement_history", [])
+    """The record's replacement history; None when it cannot be read."""
+    items = payload.get("replacement_history")
     if not isinstance(items, list):
         session.skip(line, "replacement_history is not a list")
         return None
