@@ -34,9 +34,11 @@ history, so a real output recorded later (a tool that finished after the interru
 the requests after it, where it was recorded.
 
 A ``local_shell_call`` with a ``call_id`` is a call (of the tool ``local_shell``, its action the arguments), answered
-by a ``function_call_output`` of that id, as Codex pairs them; one without a ``call_id`` is an item no output
-answers. ``custom_tool_call`` pairs with ``custom_tool_call_output``; ``web_search_call`` is a server-side item with
-no output to wait for.
+by a ``function_call_output`` of that id, as Codex pairs them; a ``tool_search_call`` with a ``call_id`` a call of
+the tool ``tool_search``, answered by the ``tool_search_output`` of that id (Codex's answer when none was recorded: a
+completed search that found no tools). One without a ``call_id`` is an item no output answers.
+``custom_tool_call`` pairs with ``custom_tool_call_output``; ``web_search_call`` is a server-side item with no output
+to wait for.
 """
 
 from __future__ import annotations
@@ -82,20 +84,32 @@ def response_item(record: dict) -> dict | None:
 
 
 def read_item(item: Any, index: int | None) -> Message:
-    """One Responses item of a rollout as a message (`openai_responses.read`), a ``local_shell_call`` with a
-    ``call_id`` read as a call of the tool ``local_shell`` (its action the arguments): Codex answers it with a
-    ``function_call_output`` of that id (``ResponseItem::LocalShellCall``). One without a ``call_id`` (Codex's
-    is optional) stays an item no output can answer, as Codex takes it."""
-    if isinstance(item, dict) and item.get("type") == "local_shell_call":
+    """One Responses item of a rollout as a message (`openai_responses.read`), two kinds of item with a
+    ``call_id`` read as the calls and outputs Codex pairs them as (``ResponseItem::LocalShellCall``, ``ToolSearchCall``
+    / ``ToolSearchOutput``; ``context_manager/normalize.rs`` pairs by ``call_id``):
+
+    - a ``local_shell_call``: a call of the tool ``local_shell`` (its action the arguments), which Codex answers
+      with a ``function_call_output`` of that id;
+    - a ``tool_search_call`` (``execution``, ``arguments`` an object): a call of the tool ``tool_search`` (its
+      arguments as JSON), answered by the ``tool_search_output`` of that id (``status``, ``execution``, ``tools``:
+      the tools it found, as JSON, its output).
+
+    One without a ``call_id`` (Codex's is optional) stays an item no output can answer, as Codex takes it."""
+    if isinstance(item, dict) and (kind := item.get("type")) in _CALL_LIKE:
         call_id = item.get("call_id")
         if isinstance(call_id, str) and call_id:
-            rest = {k: v for k, v in item.items() if k not in ("type", "action")}
-            item = {**rest, "type": "function_call", "name": _LOCAL_SHELL,
-                    "arguments": json.dumps(item.get("action"), ensure_ascii=False)}
+            key, name = _CALL_LIKE[kind]
+            rest = {k: v for k, v in item.items() if k not in ("type", key)}
+            value = json.dumps(item.get(key), ensure_ascii=False)
+            item = ({**rest, "type": "function_call_output", "output": value} if name is None
+                    else {**rest, "type": "function_call", "name": name, "arguments": value})
     return openai_responses.read(item, index)
 
 
-_LOCAL_SHELL = "local_shell"  # the tool Codex offers for local_shell_call items (its ToolSpec::LocalShell)
+# item type -> (the field read as the arguments or output, the tool's name; None: an output)
+_CALL_LIKE = {"local_shell_call": ("action", "local_shell"),  # Codex's ToolSpec::LocalShell
+              "tool_search_call": ("arguments", "tool_search"),  # TOOL_SEARCH_TOOL_NAME
+              "tool_search_output": ("tools", None)}
 
 
 def is_model_output(item: dict) -> bool:
@@ -103,6 +117,8 @@ def is_model_output(item: dict) -> bool:
     if kind == "message" or kind is None:
         role = item.get("role")
         return not (isinstance(role, str) and role in _INPUT_ROLES)
+    if kind == "tool_search_output":  # the server's comes in the model's response; the client's is input
+        return item.get("execution") == "server"
     return isinstance(kind, str) and not kind.endswith("_output")
 
 
@@ -153,35 +169,33 @@ def events(session: Session) -> Iterator[Event]:
 
 
 class _Unanswered:
-    """The calls of the buffer with no output recorded (id -> the output item type Codex answers it with, and the
-    call's index in the buffer), and those of them a request went out without (Codex answered them
-    ``"aborted"``), with that answer."""
+    """The calls of the buffer with no output recorded (id -> the output item Codex answers it with, and the
+    call's index in the buffer), and those of them a request went out without (Codex answered them), with that
+    answer."""
 
     def __init__(self, buffer: list[Message]) -> None:
-        self._calls: dict[str, tuple[str, int]] = {}
+        self._calls: dict[str, tuple[dict[str, Any], int]] = {}
         self._aborted: dict[str, Message] = {}
         for index, message in enumerate(buffer):
             self.add(message, None, index)
 
     def add(self, message: Message, kind: Any, index: int) -> None:
         """`message` (of item type `kind`) is the buffer's `index`-th."""
-        output = "custom_tool_call_output" if kind == "custom_tool_call" else "function_call_output"
         for call_id in message.call_ids:
-            self._calls[call_id] = (output, index)
+            self._calls[call_id] = (_answer(kind, call_id), index)
         for call_id in message.result_ids:
             self._calls.pop(call_id, None)
             self._aborted.pop(call_id, None)
 
     def sent(self, buffer: list[Message], *, request: bool = False) -> tuple[Message, ...]:
         """What Codex sends of `buffer`, when `request` in the request it sends now (``ContextManager::for_prompt``
-        normalizes a copy of the history, never the history itself): an output ``"aborted"`` right after each call
-        a request went out without an output for. A real output recorded later stands where it was recorded, and
-        the aborted one is gone from the requests after it."""
+        normalizes a copy of the history, never the history itself): Codex's answer (`_answer`) right after each
+        call a request went out without an output for. A real output recorded later stands where it was recorded,
+        and the answer is gone from the requests after it."""
         if request:
-            for call_id, (output, _) in self._calls.items():
+            for call_id, (answer, _) in self._calls.items():
                 if call_id not in self._aborted:
-                    self._aborted[call_id] = openai_responses.read(
-                        {"type": output, "call_id": call_id, "output": _ABORTED}, None)
+                    self._aborted[call_id] = read_item(answer, None)
         if not self._aborted:
             return tuple(buffer)
         out: list[Message] = []
@@ -193,6 +207,16 @@ class _Unanswered:
             start = at + 1
         out += buffer[start:]
         return tuple(out)
+
+
+def _answer(kind: Any, call_id: str) -> dict[str, Any]:
+    """The output item Codex puts after a call (of item type `kind`) that has none (``ensure_call_outputs_present``):
+    ``"aborted"``, or for a tool search a completed one that found no tools."""
+    if kind == "tool_search_call":
+        return {"type": "tool_search_output", "call_id": call_id, "status": "completed", "execution": "client",
+                "tools": []}
+    output = "custom_tool_call_output" if kind == "custom_tool_call" else "function_call_output"
+    return {"type": output, "call_id": call_id, "output": _ABORTED}
 
 
 _ABORTED = "aborted"  # the output Codex records for a call that never produced one
