@@ -95,7 +95,7 @@ def read_item(item: Any, index: int | None) -> Message:
       the tools it found, as JSON, its output).
 
     One without a ``call_id`` (Codex's is optional) stays an item no output can answer, as Codex takes it."""
-    if isinstance(item, dict) and (kind := item.get("type")) in _CALL_LIKE:
+    if isinstance(item, dict) and isinstance(kind := item.get("type"), str) and kind in _CALL_LIKE:
         call_id = item.get("call_id")
         if isinstance(call_id, str) and call_id:
             key, name = _CALL_LIKE[kind]
