@@ -100,10 +100,13 @@ def test_codex_turns_and_an_older_compaction_without_history(tmp_path: Path) -> 
     assert detect_session_format(path) == "codex"
     events = events_of(path)
     snapshots = [e for e in events if isinstance(e, Snapshot)]
-    assert [len(s.messages) for s in snapshots] == [1, 4, 2]  # before reasoning+call, before "ok", final
+    assert [len(s.messages) for s in snapshots] == [1, 4, 3]  # before reasoning+call, before "ok", final
     (mutation,) = [e for e in events if isinstance(e, Mutation)]
-    assert mutation.line == 7 and mutation.summary.text == "we ran sh" and mutation.after == (mutation.summary,)
-    assert [m.text for m in snapshots[-1].messages] == ["we ran sh", "more"]
+    assert mutation.line == 7 and mutation.summary.text == "we ran sh"
+    # Codex rebuilds the history: the user's messages, then the summary (build_compacted_history)
+    assert [(m.role, m.text) for m in mutation.after] == [("user", "go"), ("user", "we ran sh")]
+    assert mutation.after[-1] is mutation.summary
+    assert [m.text for m in snapshots[-1].messages] == ["go", "we ran sh", "more"]
 
 
 def openhands_event(i: int, **fields: object) -> dict:

@@ -9,7 +9,8 @@ reasoning or a call following input items): the buffer then is what the model wa
 A ``compacted`` record replaces the history with its ``replacement_history`` (a `Mutation` of
 kind ``compact``, source ``codex.compacted``, ``after`` the replacement items, ``details``
 ``replacement_items``; its ``message``, when not empty, is the summary). Older rollouts without
-``replacement_history`` give ``after`` = the summary message alone. A session read from the middle of its
+``replacement_history`` give ``after`` = the history Codex rebuilds then (`codex_compact`: the initial context,
+the user's newest messages, the summary). A session read from the middle of its
 file (`Session.read_from`, ``ctxwatch watch`` resuming after a ``compacted`` record) starts with the
 buffer that record left. The ``event_msg`` of type
 ``context_compacted`` that follows adds nothing. ``session_meta`` (the base instructions, sent
@@ -33,9 +34,11 @@ history, so a real output recorded later (a tool that finished after the interru
 the requests after it, where it was recorded.
 
 A ``local_shell_call`` with a ``call_id`` is a call (of the tool ``local_shell``, its action the arguments), answered
-by a ``function_call_output`` of that id, as Codex pairs them; one without a ``call_id`` is an item no output
-answers. ``custom_tool_call`` pairs with ``custom_tool_call_output``; ``web_search_call`` is a server-side item with
-no output to wait for.
+by a ``function_call_output`` of that id, as Codex pairs them; a ``tool_search_call`` with a ``call_id`` a call of
+the tool ``tool_search``, answered by the ``tool_search_output`` of that id (Codex's answer when none was recorded: a
+completed search that found no tools). One without a ``call_id`` is an item no output answers.
+``custom_tool_call`` pairs with ``custom_tool_call_output``; ``web_search_call`` is a server-side item with no output
+to wait for.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..adapters import openai_responses
 from ..model import Message
+from . import codex_compact
 from .events import Event, Mutation, Snapshot
 from .filed import FiledMessage, Filing, Where
 
@@ -80,20 +84,32 @@ def response_item(record: dict) -> dict | None:
 
 
 def read_item(item: Any, index: int | None) -> Message:
-    """One Responses item of a rollout as a message (`openai_responses.read`), a ``local_shell_call`` with a
-    ``call_id`` read as a call of the tool ``local_shell`` (its action the arguments): Codex answers it with a
-    ``function_call_output`` of that id (``ResponseItem::LocalShellCall``). One without a ``call_id`` (Codex's
-    is optional) stays an item no output can answer, as Codex takes it."""
-    if isinstance(item, dict) and item.get("type") == "local_shell_call":
+    """One Responses item of a rollout as a message (`openai_responses.read`), two kinds of item with a
+    ``call_id`` read as the calls and outputs Codex pairs them as (``ResponseItem::LocalShellCall``, ``ToolSearchCall``
+    / ``ToolSearchOutput``; ``context_manager/normalize.rs`` pairs by ``call_id``):
+
+    - a ``local_shell_call``: a call of the tool ``local_shell`` (its action the arguments), which Codex answers
+      with a ``function_call_output`` of that id;
+    - a ``tool_search_call`` (``execution``, ``arguments`` an object): a call of the tool ``tool_search`` (its
+      arguments as JSON), answered by the ``tool_search_output`` of that id (``status``, ``execution``, ``tools``:
+      the tools it found, as JSON, its output).
+
+    One without a ``call_id`` (Codex's is optional) stays an item no output can answer, as Codex takes it."""
+    if isinstance(item, dict) and isinstance(kind := item.get("type"), str) and kind in _CALL_LIKE:
         call_id = item.get("call_id")
         if isinstance(call_id, str) and call_id:
-            rest = {k: v for k, v in item.items() if k not in ("type", "action")}
-            item = {**rest, "type": "function_call", "name": _LOCAL_SHELL,
-                    "arguments": json.dumps(item.get("action"), ensure_ascii=False)}
+            key, name = _CALL_LIKE[kind]
+            rest = {k: v for k, v in item.items() if k not in ("type", key)}
+            value = json.dumps(item.get(key), ensure_ascii=False)
+            item = ({**rest, "type": "function_call_output", "output": value} if name is None
+                    else {**rest, "type": "function_call", "name": name, "arguments": value})
     return openai_responses.read(item, index)
 
 
-_LOCAL_SHELL = "local_shell"  # the tool Codex offers for local_shell_call items (its ToolSpec::LocalShell)
+# item type -> (the field read as the arguments or output, the tool's name; None: an output)
+_CALL_LIKE = {"local_shell_call": ("action", "local_shell"),  # Codex's ToolSpec::LocalShell
+              "tool_search_call": ("arguments", "tool_search"),  # TOOL_SEARCH_TOOL_NAME
+              "tool_search_output": ("tools", None)}
 
 
 def is_model_output(item: dict) -> bool:
@@ -101,6 +117,8 @@ def is_model_output(item: dict) -> bool:
     if kind == "message" or kind is None:
         role = item.get("role")
         return not (isinstance(role, str) and role in _INPUT_ROLES)
+    if kind == "tool_search_output":  # the server's comes in the model's response; the client's is input
+        return item.get("execution") == "server"
     return isinstance(kind, str) and not kind.endswith("_output")
 
 
@@ -130,12 +148,15 @@ def events(session: Session) -> Iterator[Event]:
                 unanswered.add(message, payload.get("type"), len(buffer))
                 buffer.append(message if filing is None else FiledMessage.of(message, _Item(filing.here(line)), filing))
             elif kind == "compacted" and isinstance(payload, dict):
-                after = _compacted(session, payload, line)
-                if after is None:
-                    continue
-                if filing is not None:
-                    after = filed(after, filing, filing.here(line), payload)
                 summary = _summary(payload)
+                if payload.get("replacement_history") is None:  # Codex's Option: absent or null
+                    if filing is not None and summary is not None:
+                        summary = FiledMessage.of(summary, _Item(filing.here(line), _SUMMARY), filing)
+                    after = codex_compact.rebuilt(buffer, summary, filing)
+                elif (after := _replacement(session, payload, line)) is None:
+                    continue
+                elif filing is not None:
+                    after = filed(after, filing, filing.here(line))
                 yield Mutation("compact", step, unanswered.sent(buffer), after, "codex.compacted", f"line {line}",
                                line=line, summary=summary, summary_line=line if summary else None,
                                details={"replacement_items": len(payload.get("replacement_history") or ())})
@@ -148,35 +169,33 @@ def events(session: Session) -> Iterator[Event]:
 
 
 class _Unanswered:
-    """The calls of the buffer with no output recorded (id -> the output item type Codex answers it with, and the
-    call's index in the buffer), and those of them a request went out without (Codex answered them
-    ``"aborted"``), with that answer."""
+    """The calls of the buffer with no output recorded (id -> the output item Codex answers it with, and the
+    call's index in the buffer), and those of them a request went out without (Codex answered them), with that
+    answer."""
 
     def __init__(self, buffer: list[Message]) -> None:
-        self._calls: dict[str, tuple[str, int]] = {}
+        self._calls: dict[str, tuple[dict[str, Any], int]] = {}
         self._aborted: dict[str, Message] = {}
         for index, message in enumerate(buffer):
             self.add(message, None, index)
 
     def add(self, message: Message, kind: Any, index: int) -> None:
         """`message` (of item type `kind`) is the buffer's `index`-th."""
-        output = "custom_tool_call_output" if kind == "custom_tool_call" else "function_call_output"
         for call_id in message.call_ids:
-            self._calls[call_id] = (output, index)
+            self._calls[call_id] = (_answer(kind, call_id), index)
         for call_id in message.result_ids:
             self._calls.pop(call_id, None)
             self._aborted.pop(call_id, None)
 
     def sent(self, buffer: list[Message], *, request: bool = False) -> tuple[Message, ...]:
         """What Codex sends of `buffer`, when `request` in the request it sends now (``ContextManager::for_prompt``
-        normalizes a copy of the history, never the history itself): an output ``"aborted"`` right after each call
-        a request went out without an output for. A real output recorded later stands where it was recorded, and
-        the aborted one is gone from the requests after it."""
+        normalizes a copy of the history, never the history itself): Codex's answer (`_answer`) right after each
+        call a request went out without an output for. A real output recorded later stands where it was recorded,
+        and the answer is gone from the requests after it."""
         if request:
-            for call_id, (output, _) in self._calls.items():
+            for call_id, (answer, _) in self._calls.items():
                 if call_id not in self._aborted:
-                    self._aborted[call_id] = openai_responses.read(
-                        {"type": output, "call_id": call_id, "output": _ABORTED}, None)
+                    self._aborted[call_id] = read_item(answer, None)
         if not self._aborted:
             return tuple(buffer)
         out: list[Message] = []
@@ -190,13 +209,22 @@ class _Unanswered:
         return tuple(out)
 
 
+def _answer(kind: Any, call_id: str) -> dict[str, Any]:
+    """The output item Codex puts after a call (of item type `kind`) that has none (``ensure_call_outputs_present``):
+    ``"aborted"``, or for a tool search a completed one that found no tools."""
+    if kind == "tool_search_call":
+        return {"type": "tool_search_output", "call_id": call_id, "status": "completed", "execution": "client",
+                "tools": []}
+    output = "custom_tool_call_output" if kind == "custom_tool_call" else "function_call_output"
+    return {"type": output, "call_id": call_id, "output": _ABORTED}
+
+
 _ABORTED = "aborted"  # the output Codex records for a call that never produced one
 
 
-def filed(after: tuple[Message, ...], filing: Filing, where: Where, payload: dict) -> tuple[Message, ...]:
-    """The buffer a ``compacted`` record read at `where` leaves (`after`, read from its `payload`), filed."""
-    summary_only = "replacement_history" not in payload
-    return tuple(FiledMessage.of(m, _Item(where, _SUMMARY if summary_only else i), filing) for i, m in enumerate(after))
+def filed(after: tuple[Message, ...], filing: Filing, where: Where) -> tuple[Message, ...]:
+    """The replacement history of a ``compacted`` record read at `where` (`after`), filed."""
+    return tuple(FiledMessage.of(m, _Item(where, i), filing) for i, m in enumerate(after))
 
 
 _RECORD = -1  # _Item.index: the record's payload is the message
@@ -225,28 +253,23 @@ class _Item:
             return None
         if self.index == _SUMMARY:
             return _summary(payload)
-        after = _compacted(session, payload, line)
+        after = _replacement(session, payload, line)
         return after[self.index] if after is not None and self.index < len(after) else None
 
 
 def compacted_at(session: Session, rec: Any, line: int) -> tuple[Message, ...] | None:
-    """The buffer a ``compacted`` record at `line` leaves, else None (a resumed watcher reads it again)."""
-    if isinstance(rec, dict) and rec.get("type") == "compacted" and isinstance(payload := rec.get("payload"), dict):
-        return _compacted(session, payload, line)
+    """The buffer a ``compacted`` record at `line` leaves, else None (a resumed watcher reads it again). A record
+    without ``replacement_history`` is None too: the history Codex rebuilds then depends on the records before
+    it (`codex_compact`), so no epoch starts there."""
+    if (isinstance(rec, dict) and rec.get("type") == "compacted" and isinstance(payload := rec.get("payload"), dict)
+            and payload.get("replacement_history") is not None):
+        return _replacement(session, payload, line)
     return None
 
 
-def _compacted(session: Session, payload: dict, line: int) -> tuple[Message, ...] | None:
-    """The replacement history (or, in older rollouts, the summary alone); None when it cannot be read."""
-    after = _replacement(session, payload, line)
-    if after is None or "replacement_history" in payload:
-        return after
-    summary = _summary(payload)
-    return (summary,) if summary else ()
-
-
 def _replacement(session: Session, payload: dict, line: int) -> tuple[Message, ...] | None:
-    items = payload.get("replacement_history", [])
+    """The record's replacement history; None when it cannot be read."""
+    items = payload.get("replacement_history")
     if not isinstance(items, list):
         session.skip(line, "replacement_history is not a list")
         return None

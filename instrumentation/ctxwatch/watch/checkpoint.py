@@ -61,7 +61,7 @@ EPOCHS = {
                           lambda session, rec, line: (s,) if (s := summary_at(session, rec, line)) else None, True,
                           lambda after, filing, where, _: tuple(filed_summary(s, filing, where) for s in after)),
     "codex": Epochs("codex.compacted", compacted_at, False,
-                    lambda after, filing, where, rec: codex_filed(after, filing, where, rec["payload"])),
+                    lambda after, filing, where, _: codex_filed(after, filing, where)),
 }
 
 
