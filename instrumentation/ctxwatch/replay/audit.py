@@ -44,6 +44,7 @@ from ..literals import LiteralRegistry
 from ..model import Context, Message
 from ..report import Finding
 from ..sessions import Mutation, Session, Skip, Snapshot, read_session
+from ..sessions.session import ToolSide
 from ..watch.identity import file_loop_id, loop_id_for
 from .buffer import AuditedBuffer
 
@@ -67,7 +68,7 @@ class ToolIdAt:
 
     id: str
     where: str
-    kind: str = "tool_use"  # or "tool_result": which side of the pair is present
+    kind: ToolSide = "tool_use"  # or "tool_result": which side of the pair is present
 
 
 @dataclass(frozen=True)
@@ -387,8 +388,9 @@ class Auditor:
                     self._listed.add(cid)
                     self.audit.buffer_orphans.append(self._at(cid, where, kind))
 
-    def _at(self, tool_id: str, fallback: str, kind: str = "tool_use") -> ToolIdAt:
-        return ToolIdAt(tool_id, self.session.origin(tool_id) or fallback, kind)
+    def _at(self, tool_id: str, fallback: str, kind: ToolSide = "tool_use") -> ToolIdAt:
+        """`tool_id` named at the record that introduced its `kind` side (the one present in the buffer)."""
+        return ToolIdAt(tool_id, self.session.origin(tool_id, kind) or fallback, kind)
 
 
 def audit_session(path: str | os.PathLike[str], format: str | None = None, *, strict: bool = False,
