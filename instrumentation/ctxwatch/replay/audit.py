@@ -44,6 +44,7 @@ from ..literals import LiteralRegistry
 from ..model import Context, Message
 from ..report import Finding
 from ..sessions import Mutation, Session, Skip, Snapshot, read_session
+from ..sessions.codex import ABORTED_CALLS
 from ..sessions.session import ToolSide
 from ..watch.identity import file_loop_id, loop_id_for
 from .buffer import AuditedBuffer
@@ -358,7 +359,8 @@ class Auditor:
             self.buffer.sync(self._last.messages)
             pairs = self.buffer.pairs
             self._orphans_in(pairs, self._last.where)
-            self.audit.tool_pairs = pairs.pairs + self._pairs_retired
+            # a call Codex answered "aborted" itself (its turn was interrupted) was never answered by a tool
+            self.audit.tool_pairs = pairs.pairs + self._pairs_retired - len(self.session.facts.get(ABORTED_CALLS, ()))
             self.audit.pending = len(pairs.pending)
             self.audit.messages = len(self._last.messages)
         if not self.audit.records:

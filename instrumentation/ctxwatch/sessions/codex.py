@@ -24,13 +24,17 @@ record (only items and state markers), so no compaction is read from such a roll
 A record written twice is read twice: Codex rebuilds a resumed history by recording every item of the rollout in
 order (no id merges them), so that is what it sends.
 
-A call whose output was never recorded (the user interrupted the tool: ``turn_aborted``, then new input) is
-answered as Codex answers it in each request it sends (``ContextManager::for_prompt`` normalizes a copy of the
-history, ``ensure_call_outputs_present``): an output ``"aborted"`` right after the call (``custom_tool_call_output``
-for a custom tool call, else ``function_call_output``), from the next request on. So it is neither an orphan nor
-pending; a call still unanswered at the end of the file stays pending. Codex never writes that answer into its
-history, so a real output recorded later (a tool that finished after the interrupt) is the call's only output in
-the requests after it, where it was recorded.
+A call whose output was never recorded because its turn was interrupted (an ``event_msg`` ``turn_aborted`` after
+the call, before the next request: Codex records one for every aborted turn) is answered as Codex answers it in
+each request it sends (``ContextManager::for_prompt`` normalizes a copy of the history,
+``ensure_call_outputs_present``): an output ``"aborted"`` right after the call (``custom_tool_call_output`` for a
+custom tool call, else ``function_call_output``), from the next request on, in that copy only. Such a call is
+listed in ``Session.facts["aborted_calls"]`` (id and the call's line) when no real output follows: no orphan, and
+no tool pair. A call a request went out without, and no abort recorded, is an output the rollout lost (Codex
+itself logs it as an invariant broken, ``error_or_panic``): it is left unanswered, an orphan call of the buffers
+sent (a ``tool_pairing`` finding naming it). A call still unanswered at the end of the file stays pending. Codex
+never writes the ``"aborted"`` answer into its history, so a real output recorded later (a tool that finished after
+the interrupt) is the call's only output in the requests after it, where it was recorded.
 
 A ``local_shell_call`` with a ``call_id`` is a call (of the tool ``local_shell``, its action the arguments), answered
 by a ``function_call_output`` of that id, as Codex pairs them; one without a ``call_id`` is an item no output
@@ -129,6 +133,8 @@ def events(session: Session) -> Iterator[Event]:
                 in_output = output
                 unanswered.add(message, payload.get("type"), len(buffer))
                 buffer.append(message if filing is None else FiledMessage.of(message, _Item(filing.here(line)), filing))
+            elif kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "turn_aborted":
+                unanswered.interrupt()
             elif kind == "compacted" and isinstance(payload, dict):
                 after = _compacted(session, payload, line)
                 if after is None:
@@ -140,20 +146,23 @@ def events(session: Session) -> Iterator[Event]:
                                line=line, summary=summary, summary_line=line if summary else None,
                                details={"replacement_items": len(payload.get("replacement_history") or ())})
                 buffer = list(after)
+                unanswered.report(session)
                 unanswered = _Unanswered(buffer)
                 in_output = False
         finally:  # a followed session waits for its next line here: nothing of this record is kept through it
             rec = payload = message = after = summary = None
+    unanswered.report(session)
     yield Snapshot(step, unanswered.sent(buffer), f"line {last_line}", last_line or None, final=True)
 
 
 class _Unanswered:
     """The calls of the buffer with no output recorded (id -> the output item type Codex answers it with, and the
-    call's index in the buffer), and those of them a request went out without (Codex answered them
-    ``"aborted"``), with that answer."""
+    call's index in the buffer), those of them whose turn was aborted, and those a request went out without after
+    that (Codex answered them ``"aborted"``), with that answer."""
 
     def __init__(self, buffer: list[Message]) -> None:
         self._calls: dict[str, tuple[str, int]] = {}
+        self._interrupted: set[str] = set()
         self._aborted: dict[str, Message] = {}
         for index, message in enumerate(buffer):
             self.add(message, None, index)
@@ -165,16 +174,29 @@ class _Unanswered:
             self._calls[call_id] = (output, index)
         for call_id in message.result_ids:
             self._calls.pop(call_id, None)
+            self._interrupted.discard(call_id)
             self._aborted.pop(call_id, None)
+
+    def interrupt(self) -> None:
+        """A ``turn_aborted`` was recorded: the calls waiting for their output now were cut short."""
+        self._interrupted.update(self._calls)
+
+    def report(self, session: Session) -> None:
+        """List the calls answered ``"aborted"`` and never by a real output in ``session.facts["aborted_calls"]``
+        (this buffer is left behind: a compaction, or the end of the file)."""
+        if self._aborted:
+            listed = session.facts.setdefault(ABORTED_CALLS, [])
+            listed += [{"id": call_id, "where": session.origin(call_id) or "record"} for call_id in self._aborted]
 
     def sent(self, buffer: list[Message], *, request: bool = False) -> tuple[Message, ...]:
         """What Codex sends of `buffer`, when `request` in the request it sends now (``ContextManager::for_prompt``
         normalizes a copy of the history, never the history itself): an output ``"aborted"`` right after each call
-        a request went out without an output for. A real output recorded later stands where it was recorded, and
+        of an aborted turn a request went out without an output for (any other call without one stays unanswered:
+        its output is missing from the rollout). A real output recorded later stands where it was recorded, and
         the aborted one is gone from the requests after it."""
         if request:
             for call_id, (output, _) in self._calls.items():
-                if call_id not in self._aborted:
+                if call_id in self._interrupted and call_id not in self._aborted:
                     self._aborted[call_id] = openai_responses.read(
                         {"type": output, "call_id": call_id, "output": _ABORTED}, None)
         if not self._aborted:
@@ -191,6 +213,7 @@ class _Unanswered:
 
 
 _ABORTED = "aborted"  # the output Codex records for a call that never produced one
+ABORTED_CALLS = "aborted_calls"  # Session.facts: the calls of aborted turns answered only by _ABORTED
 
 
 def filed(after: tuple[Message, ...], filing: Filing, where: Where, payload: dict) -> tuple[Message, ...]:
