@@ -106,6 +106,33 @@ def test_a_lost_output_with_no_abort_recorded_is_a_finding_naming_the_call(rollo
     assert "aborted_calls" not in session["details"]
 
 
+def test_an_interrupted_call_a_compaction_keeps_is_still_answered_aborted(rollout, tmp_path) -> None:
+    """A compaction whose replacement history keeps the interrupted call (still without output): the requests
+    after it answer it "aborted" as before, and it is listed once."""
+    path, call_id = interrupted(rollout, tmp_path)
+    records = [r for _, r in raw.jsonl(path)]
+    call = next(r["payload"] for r in records if r.get("type") == "response_item"
+                and r["payload"].get("call_id") == call_id)
+    stop = next(i for i, r in enumerate(records) if r.get("type") == "response_item"
+                and r["payload"].get("role") == "user" and "stop, do something else" in json.dumps(r))
+    answer = next(i for i in range(stop, len(records)) if records[i].get("type") == "response_item"
+                  and records[i]["payload"].get("role") != "user")  # the reply to the request sent after the stop
+    records = records[:answer + 1]
+    stamp = records[-1]["timestamp"]
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go on"}]}
+    reply = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "going on"}]}
+    records += [{"timestamp": stamp, "type": "compacted",
+                 "payload": {"message": "", "replacement_history": [user, call]}},
+                {"timestamp": stamp, "type": "response_item", "payload": reply}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    result = ctxwatch("replay", "--json", path, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    [session] = json.loads(result.stdout)["sessions"]
+    assert session["tool_pairs"]["orphans_in_buffers"] == []
+    assert session["details"]["aborted_calls"] == [{"id": call_id, "where": f"line {call_line(path, call_id)}"}]
+
+
 def test_a_call_still_running_at_the_end_of_the_file_stays_pending(rollout, tmp_path) -> None:
     records = [r for _, r in raw.jsonl(rollout)]
     last_call = max(i for i, r in enumerate(records) if r.get("type") == "response_item"

@@ -45,7 +45,7 @@ no output to wait for.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -142,15 +142,14 @@ def events(session: Session) -> Iterator[Event]:
                 if filing is not None:
                     after = filed(after, filing, filing.here(line), payload)
                 summary = _summary(payload)
-                yield Mutation("compact", step, unanswered.sent(buffer), after, "codex.compacted", f"line {line}",
+                before, buffer = unanswered.sent(buffer), list(after)
+                unanswered = unanswered.compacted(buffer, session)
+                yield Mutation("compact", step, before, unanswered.sent(buffer), "codex.compacted", f"line {line}",
                                line=line, summary=summary, summary_line=line if summary else None,
                                details={"replacement_items": len(payload.get("replacement_history") or ())})
-                buffer = list(after)
-                unanswered.report(session)
-                unanswered = _Unanswered(buffer)
                 in_output = False
         finally:  # a followed session waits for its next line here: nothing of this record is kept through it
-            rec = payload = message = after = summary = None
+            rec = payload = message = after = summary = before = None
     unanswered.report(session)
     yield Snapshot(step, unanswered.sent(buffer), f"line {last_line}", last_line or None, final=True)
 
@@ -181,12 +180,21 @@ class _Unanswered:
         """A ``turn_aborted`` was recorded: the calls waiting for their output now were cut short."""
         self._interrupted.update(self._calls)
 
-    def report(self, session: Session) -> None:
+    def report(self, session: Session, kept: Collection[str] = ()) -> None:
         """List the calls answered ``"aborted"`` and never by a real output in ``session.facts["aborted_calls"]``
-        (this buffer is left behind: a compaction, or the end of the file)."""
-        if self._aborted:
+        (this buffer is left behind: a compaction, or the end of the file), but those `kept` unanswered."""
+        if gone := [call_id for call_id in self._aborted if call_id not in kept]:
             listed = session.facts.setdefault(ABORTED_CALLS, [])
-            listed += [{"id": call_id, "where": session.origin(call_id) or "record"} for call_id in self._aborted]
+            listed += [{"id": call_id, "where": session.origin(call_id) or "record"} for call_id in gone]
+
+    def compacted(self, buffer: list[Message], session: Session) -> _Unanswered:
+        """The calls of `buffer`, which a compaction left: one of an aborted turn it keeps unanswered stays one (and
+        answered ``"aborted"`` if it was)."""
+        after = _Unanswered(buffer)
+        after._interrupted = (self._interrupted | self._aborted.keys()) & after._calls.keys()
+        after._aborted = {call_id: answer for call_id, answer in self._aborted.items() if call_id in after._calls}
+        self.report(session, after._calls.keys())
+        return after
 
     def sent(self, buffer: list[Message], *, request: bool = False) -> tuple[Message, ...]:
         """What Codex sends of `buffer`, when `request` in the request it sends now (``ContextManager::for_prompt``
