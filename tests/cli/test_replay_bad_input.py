@@ -242,6 +242,23 @@ def test_a_forced_format_that_fits_reads_as_detected(corpus: Path) -> None:
     assert code == 0 and forced["sessions"] == detected["sessions"]
 
 
+@pytest.mark.parametrize("kind", ["swe_agent", "openhands", "gemini_cli", "claude_code", "codex"])
+def test_a_file_saved_with_a_byte_order_mark_reads_as_without_one(corpus: Path, tmp_path: Path, kind: str) -> None:
+    """Review F5: a JSON document re-saved by a Windows editor (UTF-8 with a BOM) was "unrecognised session
+    format", exit 2, while a JSONL session with one was detected; both read as the file without it."""
+    original = of_kind(kind, corpus)[0]
+    marked = tmp_path / original.name
+    marked.write_bytes(b"\xef\xbb\xbf" + original.read_bytes())
+    code, doc, stderr = replay_json(marked)
+    expected_code, expected, _ = replay_json(original)
+    assert "unrecognised" not in stderr
+    (read,), (read_plain,) = doc["sessions"], expected["sessions"]
+    assert (read["path"], read["bytes"]) == (str(marked), read_plain["bytes"] + 3)
+    own = ("path", "bytes", "loop_id")  # a file recording no session id has a loop id named after its bytes
+    assert code == expected_code
+    assert {k: v for k, v in read.items() if k not in own} == {k: v for k, v in read_plain.items() if k not in own}
+
+
 @pytest.mark.parametrize("small", [True, False])  # smaller than the 64 KiB sniffed, and larger
 def test_garbage_appended_costs_only_its_lines_whatever_the_file_size(corpus: Path, tmp_path: Path,
                                                                      small: bool) -> None:

@@ -63,6 +63,74 @@ def test_an_interrupted_call_is_answered_aborted_as_codex_sends_it(rollout, tmp_
     [session] = json.loads(result.stdout)["sessions"]
     assert session["tool_pairs"]["orphans_in_buffers"] == []
     assert session["findings"] == 0 and session["session_findings"] == []
+    # review F4: reported as aborted, by id and the call's line, and no tool pair (no tool answered it)
+    assert session["details"]["aborted_calls"] == [{"id": call_id, "where": f"line {call_line(path, call_id)}"}]
+    assert session["tool_pairs"]["paired"] == answered(path)
+    table = ctxwatch("replay", path, timeout=300).stdout
+    assert f"{call_id} (line {call_line(path, call_id)})" in table
+
+
+def call_line(path: Path, call_id: str) -> int:
+    """The line of the call `call_id` in `path`."""
+    return next(n for n, r in raw.jsonl(path) if r.get("type") == "response_item"
+                and r["payload"].get("call_id") == call_id and not r["payload"]["type"].endswith("_output"))
+
+
+def answered(path: Path) -> int:
+    """How many call ids of `path` have a call and an output recorded."""
+    items = [r["payload"] for _, r in raw.jsonl(path) if r.get("type") == "response_item"]
+    calls = {i.get("call_id") for i in items if not i.get("type", "").endswith("_output")}
+    return len(calls & {i.get("call_id") for i in items if i.get("type", "").endswith("_output")})
+
+
+def test_a_lost_output_with_no_abort_recorded_is_a_finding_naming_the_call(rollout, tmp_path) -> None:
+    """Review F4: a ``function_call_output`` missing from the rollout with no ``turn_aborted`` recorded (a
+    truncated copy, a crash) was answered "aborted" silently and counted as a pair: exit 0, the id nowhere. Codex
+    only answers so the calls of an interrupted turn; here the call is an orphan of the requests sent."""
+    records = [r for _, r in raw.jsonl(rollout)]
+    outputs = [i for i, r in enumerate(records) if r.get("type") == "response_item"
+               and r["payload"].get("type") == "function_call_output"]
+    drop = outputs[len(outputs) // 2]
+    call_id = records[drop]["payload"]["call_id"]
+    path = tmp_path / rollout.name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records[:drop] + records[drop + 1:]))
+
+    result = ctxwatch("replay", "--json", path, timeout=300)
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    [session] = json.loads(result.stdout)["sessions"]
+    line = call_line(path, call_id)
+    assert [o for o in session["tool_pairs"]["orphans_in_buffers"] if o["id"] == call_id] == [
+        {"id": call_id, "where": f"line {line}", "kind": "tool_use"}]
+    assert f"{call_id} (tool_use at line {line})" in session["session_findings"][0]["message"]
+    assert session["tool_pairs"]["paired"] == answered(path)
+    assert "aborted_calls" not in session["details"]
+
+
+def test_an_interrupted_call_a_compaction_keeps_is_still_answered_aborted(rollout, tmp_path) -> None:
+    """A compaction whose replacement history keeps the interrupted call (still without output): the requests
+    after it answer it "aborted" as before, and it is listed once."""
+    path, call_id = interrupted(rollout, tmp_path)
+    records = [r for _, r in raw.jsonl(path)]
+    call = next(r["payload"] for r in records if r.get("type") == "response_item"
+                and r["payload"].get("call_id") == call_id)
+    stop = next(i for i, r in enumerate(records) if r.get("type") == "response_item"
+                and r["payload"].get("role") == "user" and "stop, do something else" in json.dumps(r))
+    answer = next(i for i in range(stop, len(records)) if records[i].get("type") == "response_item"
+                  and records[i]["payload"].get("role") != "user")  # the reply to the request sent after the stop
+    records = records[:answer + 1]
+    stamp = records[-1]["timestamp"]
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go on"}]}
+    reply = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "going on"}]}
+    records += [{"timestamp": stamp, "type": "compacted",
+                 "payload": {"message": "", "replacement_history": [user, call]}},
+                {"timestamp": stamp, "type": "response_item", "payload": reply}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    result = ctxwatch("replay", "--json", path, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    [session] = json.loads(result.stdout)["sessions"]
+    assert session["tool_pairs"]["orphans_in_buffers"] == []
+    assert session["details"]["aborted_calls"] == [{"id": call_id, "where": f"line {call_line(path, call_id)}"}]
 
 
 def test_a_call_still_running_at_the_end_of_the_file_stays_pending(rollout, tmp_path) -> None:

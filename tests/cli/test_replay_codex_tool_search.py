@@ -29,7 +29,8 @@ def rollout(request) -> list[dict]:
 
 def searched(records: list[dict], tmp_path: Path, *, answered: bool = True) -> tuple[Path, str]:
     """`records` with the middle function call after their last compaction made a client tool search (its output
-    too, or dropped, with the user's next message standing in for the rest of the turn); and its call id."""
+    too, or dropped with the rest of the turn, which the user interrupted: ``turn_aborted``, then the user's next
+    message); and its call id."""
     items = [i for i, r in enumerate(records) if r.get("type") == "response_item"]
     compacted = max((i for i, r in enumerate(records) if r.get("type") == "compacted"), default=-1)
     calls = [i for i in items if i > compacted and records[i]["payload"].get("type") == "function_call"]
@@ -44,7 +45,8 @@ def searched(records: list[dict], tmp_path: Path, *, answered: bool = True) -> t
                                    "execution": "client", "tools": [{"type": "function", "name": "create_event"}]}
     else:
         nxt = next(j for j in items if j > out and records[j]["payload"].get("role") == "user")
-        records[out:nxt] = []
+        records[out:nxt] = [{"timestamp": records[out].get("timestamp"), "type": "event_msg",
+                             "payload": {"type": "turn_aborted", "reason": "interrupted"}}]
     path = tmp_path / "rollout.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path, call_id

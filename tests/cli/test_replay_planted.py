@@ -71,6 +71,36 @@ def test_one_side_of_a_pair_removed_exits_1_naming_the_id_and_its_line(corpus: P
     assert f"{cid} ({left} at line {line})" in proc.stdout and "(exit 1)" in proc.stdout
 
 
+def test_a_late_result_of_a_call_dropped_in_flight_is_named_at_its_own_line(corpus: Path, tmp_path: Path) -> None:
+    """Review F3: the result of a call a compaction dropped in flight, recorded just after the summary, is an
+    orphan of the new epoch; it was named at the call's line (the first record naming the id), not its own."""
+    for path in raw.of_kind("claude_code", corpus):
+        dropped = [(boundary, calls[0]) for boundary, calls in raw.claude_code_in_flight(path).items() if calls]
+        if dropped:
+            break
+    else:
+        pytest.skip("no Claude Code session in the corpus drops a call in flight")
+    boundary, (cid, call_line) = dropped[0]
+    summary_line, _ = raw.claude_code_summary_after(path, boundary)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    summary, after = json.loads(lines[summary_line - 1]), json.loads(lines[summary_line])
+    late = {**{k: summary[k] for k in ("isSidechain", "userType", "sessionId", "timestamp") if k in summary},
+            "type": "user", "parentUuid": summary["uuid"], "uuid": f"late-{cid}",
+            "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": cid, "content": "done"}]}}
+    after["parentUuid"] = late["uuid"]
+    planted = tmp_path / path.name
+    planted.write_text("".join(lines[:summary_line] + [json.dumps(late) + "\n", json.dumps(after) + "\n"]
+                               + lines[summary_line + 1:]), encoding="utf-8")
+
+    code, doc, _ = replay_json(planted)
+    (session,) = doc["sessions"]
+    assert code == 1
+    assert [o for o in session["tool_pairs"]["orphans_in_buffers"] if o["id"] == cid] == [
+        {"id": cid, "where": f"line {summary_line + 1}", "kind": "tool_result"}]
+    in_flight = [t for m in session["mutations"] for t in m["in_flight_dropped"] if t["id"] == cid]
+    assert in_flight == [{"id": cid, "where": f"line {call_line}", "kind": "tool_use"}]
+
+
 def test_resume_branch_inside_a_merged_user_message_is_a_rewind(corpus: Path, tmp_path: Path) -> None:
     """A resume after /exit re-parents the next turn onto an earlier user record. With the turn in
     between removed (as when nothing was written for it), the user records of the abandoned branch

@@ -44,6 +44,8 @@ from ..literals import LiteralRegistry
 from ..model import Context, Message
 from ..report import Finding
 from ..sessions import Mutation, Session, Skip, Snapshot, read_session
+from ..sessions.codex import ABORTED_CALLS
+from ..sessions.session import ToolSide
 from ..watch.identity import file_loop_id, loop_id_for
 from .buffer import AuditedBuffer
 
@@ -67,7 +69,7 @@ class ToolIdAt:
 
     id: str
     where: str
-    kind: str = "tool_use"  # or "tool_result": which side of the pair is present
+    kind: ToolSide = "tool_use"  # or "tool_result": which side of the pair is present
 
 
 @dataclass(frozen=True)
@@ -357,7 +359,8 @@ class Auditor:
             self.buffer.sync(self._last.messages)
             pairs = self.buffer.pairs
             self._orphans_in(pairs, self._last.where)
-            self.audit.tool_pairs = pairs.pairs + self._pairs_retired
+            # a call Codex answered "aborted" itself (its turn was interrupted) was never answered by a tool
+            self.audit.tool_pairs = pairs.pairs + self._pairs_retired - len(self.session.facts.get(ABORTED_CALLS, ()))
             self.audit.pending = len(pairs.pending)
             self.audit.messages = len(self._last.messages)
         if not self.audit.records:
@@ -387,8 +390,9 @@ class Auditor:
                     self._listed.add(cid)
                     self.audit.buffer_orphans.append(self._at(cid, where, kind))
 
-    def _at(self, tool_id: str, fallback: str, kind: str = "tool_use") -> ToolIdAt:
-        return ToolIdAt(tool_id, self.session.origin(tool_id) or fallback, kind)
+    def _at(self, tool_id: str, fallback: str, kind: ToolSide = "tool_use") -> ToolIdAt:
+        """`tool_id` named at the record that introduced its `kind` side (the one present in the buffer)."""
+        return ToolIdAt(tool_id, self.session.origin(tool_id, kind) or fallback, kind)
 
 
 def audit_session(path: str | os.PathLike[str], format: str | None = None, *, strict: bool = False,

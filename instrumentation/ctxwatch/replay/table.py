@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from ..sessions.codex import ABORTED_CALLS
 from .audit import MutationAudit, SessionAudit
 
 if TYPE_CHECKING:
@@ -112,6 +113,11 @@ def session_notes(a: SessionAudit, literals_shown: int, fail_on_literal_loss: bo
                    + (f", {in_progress['pre_tokens']:,} tokens before" if in_progress["pre_tokens"] is not None else "")
                    + "): its summary is not written yet; pending, not a mutation (the buffer at the end is the "
                    "one before it)")
+    aborted = a.facts.get(ABORTED_CALLS)
+    if aborted:
+        out.append(f"{len(aborted)} tool call(s) of interrupted turns never answered (sent with Codex's \"aborted\" "
+                   "output, not counted as pairs): " + ", ".join(f"{c['id']} ({c['where']})" for c in aborted[:5])
+                   + (f" (+{len(aborted) - 5} more)" if len(aborted) > 5 else ""))
     out.append(f"verdict: {a.explain()}")
     findings = a.findings(fail_on_literal_loss)
     out.append("findings: " + ("none" if not findings else

@@ -25,13 +25,17 @@ record (only items and state markers), so no compaction is read from such a roll
 A record written twice is read twice: Codex rebuilds a resumed history by recording every item of the rollout in
 order (no id merges them), so that is what it sends.
 
-A call whose output was never recorded (the user interrupted the tool: ``turn_aborted``, then new input) is
-answered as Codex answers it in each request it sends (``ContextManager::for_prompt`` normalizes a copy of the
-history, ``ensure_call_outputs_present``): an output ``"aborted"`` right after the call (``custom_tool_call_output``
-for a custom tool call, else ``function_call_output``), from the next request on. So it is neither an orphan nor
-pending; a call still unanswered at the end of the file stays pending. Codex never writes that answer into its
-history, so a real output recorded later (a tool that finished after the interrupt) is the call's only output in
-the requests after it, where it was recorded.
+A call whose output was never recorded because its turn was interrupted (an ``event_msg`` ``turn_aborted`` after
+the call, before the next request: Codex records one for every aborted turn) is answered as Codex answers it in
+each request it sends (``ContextManager::for_prompt`` normalizes a copy of the history,
+``ensure_call_outputs_present``): an output ``"aborted"`` right after the call (``custom_tool_call_output`` for a
+custom tool call, else ``function_call_output``), from the next request on, in that copy only. Such a call is
+listed in ``Session.facts["aborted_calls"]`` (id and the call's line) when no real output follows: no orphan, and
+no tool pair. A call a request went out without, and no abort recorded, is an output the rollout lost (Codex
+itself logs it as an invariant broken, ``error_or_panic``): it is left unanswered, an orphan call of the buffers
+sent (a ``tool_pairing`` finding naming it). A call still unanswered at the end of the file stays pending. Codex
+never writes the ``"aborted"`` answer into its history, so a real output recorded later (a tool that finished after
+the interrupt) is the call's only output in the requests after it, where it was recorded.
 
 A ``local_shell_call`` with a ``call_id`` is a call (of the tool ``local_shell``, its action the arguments), answered
 by a ``function_call_output`` of that id, as Codex pairs them; a ``tool_search_call`` with a ``call_id`` a call of
@@ -44,7 +48,7 @@ to wait for.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -147,6 +151,8 @@ def events(session: Session) -> Iterator[Event]:
                 in_output = output
                 unanswered.add(message, payload.get("type"), len(buffer))
                 buffer.append(message if filing is None else FiledMessage.of(message, _Item(filing.here(line)), filing))
+            elif kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "turn_aborted":
+                unanswered.interrupt()
             elif kind == "compacted" and isinstance(payload, dict):
                 summary = _summary(payload)
                 if payload.get("replacement_history") is None:  # Codex's Option: absent or null
@@ -157,24 +163,26 @@ def events(session: Session) -> Iterator[Event]:
                     continue
                 elif filing is not None:
                     after = filed(after, filing, filing.here(line))
-                yield Mutation("compact", step, unanswered.sent(buffer), after, "codex.compacted", f"line {line}",
+                before, buffer = unanswered.sent(buffer), list(after)
+                unanswered = unanswered.compacted(buffer, session)
+                yield Mutation("compact", step, before, unanswered.sent(buffer), "codex.compacted", f"line {line}",
                                line=line, summary=summary, summary_line=line if summary else None,
                                details={"replacement_items": len(payload.get("replacement_history") or ())})
-                buffer = list(after)
-                unanswered = _Unanswered(buffer)
                 in_output = False
         finally:  # a followed session waits for its next line here: nothing of this record is kept through it
-            rec = payload = message = after = summary = None
+            rec = payload = message = after = summary = before = None
+    unanswered.report(session)
     yield Snapshot(step, unanswered.sent(buffer), f"line {last_line}", last_line or None, final=True)
 
 
 class _Unanswered:
     """The calls of the buffer with no output recorded (id -> the output item Codex answers it with, and the
-    call's index in the buffer), and those of them a request went out without (Codex answered them), with that
-    answer."""
+    call's index in the buffer), those of them whose turn was aborted, and those a request went out without after
+    that (Codex answered them), with that answer."""
 
     def __init__(self, buffer: list[Message]) -> None:
         self._calls: dict[str, tuple[dict[str, Any], int]] = {}
+        self._interrupted: set[str] = set()
         self._aborted: dict[str, Message] = {}
         for index, message in enumerate(buffer):
             self.add(message, None, index)
@@ -185,16 +193,38 @@ class _Unanswered:
             self._calls[call_id] = (_answer(kind, call_id), index)
         for call_id in message.result_ids:
             self._calls.pop(call_id, None)
+            self._interrupted.discard(call_id)
             self._aborted.pop(call_id, None)
+
+    def interrupt(self) -> None:
+        """A ``turn_aborted`` was recorded: the calls waiting for their output now were cut short."""
+        self._interrupted.update(self._calls)
+
+    def report(self, session: Session, kept: Collection[str] = ()) -> None:
+        """List the calls answered ``"aborted"`` and never by a real output in ``session.facts["aborted_calls"]``
+        (this buffer is left behind: a compaction, or the end of the file), but those `kept` unanswered."""
+        if gone := [call_id for call_id in self._aborted if call_id not in kept]:
+            listed = session.facts.setdefault(ABORTED_CALLS, [])
+            listed += [{"id": call_id, "where": session.origin(call_id) or "record"} for call_id in gone]
+
+    def compacted(self, buffer: list[Message], session: Session) -> _Unanswered:
+        """The calls of `buffer`, which a compaction left: one of an aborted turn it keeps unanswered stays one (and
+        answered ``"aborted"`` if it was)."""
+        after = _Unanswered(buffer)
+        after._interrupted = (self._interrupted | self._aborted.keys()) & after._calls.keys()
+        after._aborted = {call_id: answer for call_id, answer in self._aborted.items() if call_id in after._calls}
+        self.report(session, after._calls.keys())
+        return after
 
     def sent(self, buffer: list[Message], *, request: bool = False) -> tuple[Message, ...]:
         """What Codex sends of `buffer`, when `request` in the request it sends now (``ContextManager::for_prompt``
         normalizes a copy of the history, never the history itself): Codex's answer (`_answer`) right after each
-        call a request went out without an output for. A real output recorded later stands where it was recorded,
-        and the answer is gone from the requests after it."""
+        call of an aborted turn a request went out without an output for (any other call without one stays
+        unanswered: its output is missing from the rollout). A real output recorded later stands where it was
+        recorded, and the answer is gone from the requests after it."""
         if request:
             for call_id, (answer, _) in self._calls.items():
-                if call_id not in self._aborted:
+                if call_id in self._interrupted and call_id not in self._aborted:
                     self._aborted[call_id] = read_item(answer, None)
         if not self._aborted:
             return tuple(buffer)
@@ -220,6 +250,7 @@ def _answer(kind: Any, call_id: str) -> dict[str, Any]:
 
 
 _ABORTED = "aborted"  # the output Codex records for a call that never produced one
+ABORTED_CALLS = "aborted_calls"  # Session.facts: the calls of aborted turns answered only by _ABORTED
 
 
 def filed(after: tuple[Message, ...], filing: Filing, where: Where) -> tuple[Message, ...]:

@@ -13,7 +13,7 @@
   JSONL whose first record is such an object's metadata (``sessionId``, ``projectHash``).
 
 Up to 20 lines are looked at (a corrupt first line does not hide the format); a pretty-printed
-single document is recognised from its first 64 KiB.
+single document is recognised from its first 64 KiB (past a UTF-8 byte order mark, as every reader reads it).
 """
 
 from __future__ import annotations

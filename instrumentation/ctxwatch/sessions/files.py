@@ -28,6 +28,7 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 _SNIFF_BYTES = 64 * 1024
 CHUNK_BYTES = 64 * 1024  # read at a time by `iter_jsonl` (the heap holds one chunk)
+UTF8_BOM = b"\xef\xbb\xbf"  # the byte order mark an editor may put first (Notepad, PowerShell 5 `Out-File`)
 
 
 class SessionReadError(InvalidContextError):
@@ -41,7 +42,8 @@ class SessionReadError(InvalidContextError):
 
 
 def check_file(path: Path) -> bytes:
-    """The first bytes of a readable, non-empty, text file; SessionReadError otherwise."""
+    """The first bytes of a readable, non-empty, text file, less a UTF-8 byte order mark (see `without_bom`);
+    SessionReadError otherwise."""
     try:
         # Opened without blocking and checked before reading: a FIFO would wait for a writer, a
         # device would be read for ever.
@@ -51,7 +53,7 @@ def check_file(path: Path) -> bytes:
             os.close(fd)
             raise SessionReadError(path, f"is {kind}, not a session file")
         with os.fdopen(fd, "rb") as f:
-            head = f.read(_SNIFF_BYTES)
+            head = without_bom(f.read(_SNIFF_BYTES))
     except FileNotFoundError:
         raise SessionReadError(path, "no such file") from None
     except PermissionError:
@@ -63,6 +65,12 @@ def check_file(path: Path) -> bytes:
     if _binary(head.lstrip()):
         raise SessionReadError(path, "is a binary file, not JSON or JSONL")
     return head
+
+
+def without_bom(raw: bytes) -> bytes:
+    """`raw` less the UTF-8 byte order mark it may start with: a file's start (its first line or its one
+    document) is read as the same text with or without one."""
+    return raw.removeprefix(UTF8_BOM)
 
 
 def _not_a_regular_file(mode: int) -> str | None:
@@ -99,6 +107,7 @@ def parse_line(raw: bytes) -> Any:
     """One JSON value; BadJSON with a short reason when it is not one. Columns count characters
     from 1; for text cut short it is the column just past its last character (where the rest was
     expected), also inside an unterminated string."""
+    raw = without_bom(raw)
     value = decoded(raw)  # orjson, when it reads what json would
     if value is not REFUSED:
         return value
@@ -108,11 +117,9 @@ def parse_line(raw: bytes) -> Any:
         # A byte that is not UTF-8 inside a record's strings (a bad copy, an editor's Latin-1) leaves the
         # record whole: it is read with U+FFFD in that byte's place. Bytes that are no JSON even so are not text.
         try:
-            return json.loads(raw.decode("utf-8", errors="replace").removeprefix("\ufeff"))
+            return json.loads(raw.decode("utf-8", errors="replace"))
         except (ValueError, RecursionError):
             raise BadJSON("not UTF-8 text") from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -195,7 +195,7 @@ def events(session: Session) -> Iterator[Event]:
             if not isinstance(call_id, str):
                 session.skip(None, "tool_call_metadata.tool_call_id is missing", where)
                 continue
-            session.note_id(call_id, where)
+            session.note_id(call_id, where, "tool_result")
             if call_id in buf.unsent:  # its call was forgotten: OpenHands never sends this result
                 continue
             content = ev.get("content", ev.get("message", ""))

@@ -6,8 +6,9 @@ or unrecognised file fails before any work), then iterating the session reads it
 could not be read are collected in `Session.skipped`, or raise at once with ``strict=True``.
 
 While it is read, a session also keeps where each tool id first entered a buffer (`origin`: "line
-381", "trajectory[3].messages[5]"), for the most recent `MAX_ORIGINS` ids, so a finding names the
-record that introduced an id rather than the point where it was noticed; and `facts`, what the
+381", "trajectory[3].messages[5]"), as a call and as a result apart, for the most recent `MAX_ORIGINS` ids of each
+side, so a finding names the record that introduced an id (the result's record for an orphan result, which
+may come long after its call) rather than the point where it was noticed; and `facts`, what the
 reader learned about the session as a whole (e.g. Claude Code's ``inherited_compaction``).
 
 `recorded_ns` is the ``timestamp`` of the latest record read that carries one (Claude Code, Codex and
@@ -34,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..cache import ProviderCache, added
 from ..errors import InvalidContextError
@@ -57,6 +58,7 @@ class ReadFrom:
     time_ns: int | None
     buffer: tuple[Message, ...] = ()
 MAX_ORIGINS = 50_000
+ToolSide = Literal["tool_use", "tool_result"]  # which side of a tool pair a record carries
 MAX_TIMES = 1024
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -77,7 +79,7 @@ class Session:
         self.recorded_ns: int | None = None
         self._times: deque[tuple[int, int]] = deque(maxlen=MAX_TIMES)  # (line, ns) of stamped records
         self._versions: deque[tuple[int, str]] = deque(maxlen=MAX_TIMES)  # (line, version) where it changes
-        self._origins: OrderedDict[str, str] = OrderedDict()
+        self._origins: OrderedDict[tuple[ToolSide, str], str] = OrderedDict()
         self._provider_cache: ProviderCache | None = None
         self._reader = reader
         self.read_from: ReadFrom | None = None  # None: its file is read from the start
@@ -97,9 +99,10 @@ class Session:
         check_file(self.path)
         return self._reader(self)
 
-    def origin(self, tool_id: str) -> str | None:
-        """Where `tool_id` (a call's or a result's) was first read, if still remembered."""
-        return self._origins.get(tool_id)
+    def origin(self, tool_id: str, side: ToolSide = "tool_use") -> str | None:
+        """Where `tool_id` was first read as a call (``tool_use``) or as a result (``tool_result``), if still
+        remembered."""
+        return self._origins.get((side, tool_id))
 
     def snapshots(self) -> Iterator[Snapshot]:
         return (e for e in self if isinstance(e, Snapshot))
@@ -184,15 +187,19 @@ class Session:
         return message
 
     def note(self, message: Message, where: str) -> None:
-        """Remember `where` as the origin of the tool ids `message` carries (the first one seen wins)."""
-        for tool_id in (*message.call_ids, *message.result_ids):
+        """Remember `where` as the origin of the calls and the results `message` carries (the first one seen
+        wins)."""
+        for tool_id in message.call_ids:
             self.note_id(tool_id, where)
+        for tool_id in message.result_ids:
+            self.note_id(tool_id, where, "tool_result")
 
-    def note_id(self, tool_id: str, where: str) -> None:
-        """Remember `where` as the origin of `tool_id`, unless it was seen before."""
-        if tool_id not in self._origins:
-            self._origins[tool_id] = where
-            if len(self._origins) > MAX_ORIGINS:
+    def note_id(self, tool_id: str, where: str, side: ToolSide = "tool_use") -> None:
+        """Remember `where` as the origin of `tool_id` on its `side`, unless it was seen there before."""
+        key = (side, tool_id)
+        if key not in self._origins:
+            self._origins[key] = where
+            if len(self._origins) > 2 * MAX_ORIGINS:
                 self._origins.popitem(last=False)
 
 
