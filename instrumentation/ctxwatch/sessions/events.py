@@ -4,7 +4,11 @@
 the buffer that is not an append (a compaction, a pruning, a rewind), with the buffer before
 and after it, so a replay can compute its size change, orphaned pairs, lost literals and hash
 distance. `Skip` records an input line that could not be read. `classify_change` names the
-kind of change between two consecutive snapshots of formats that record whole buffers.
+kind of change between two consecutive snapshots of formats that record whole buffers, and
+`buffer_change` makes the `Mutation` between them, judged as the guard judges the same change live:
+the new turns the buffer after ends with (the model's reply and the tool results appended since the
+buffer before was sent, `appended_turns`) are appended first, so the mutation's `before` holds them
+and the change itself is only what the agent rewrote (an output elided in place stays an elision).
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kinds import classify_with_positions
+from ..kinds import Classified, classify_with_positions
 from ..model import Message
+from ..state import is_new_turn
 
 
 def _size(messages: Sequence[Message]) -> int:
@@ -95,3 +100,27 @@ def classify_change(before: Sequence[Message],
     messages, else None. The kind is the one classifier's (`ctxwatch.kinds`)."""
     classified = classify_with_positions(before, after)
     return None if classified.kind == "append" else (classified.kind, classified.changed)
+
+
+def appended_turns(after: Sequence[Message], classified: Classified) -> int:
+    """How many of the last messages of `after` are turns appended before the change `classified` (from the
+    buffer before to `after`) made: the longest run at its end of messages the classifier takes as appended
+    (`Classified.appended`) that are new turns (`state.is_new_turn`: a model turn or a tool result, never a
+    summary or a marker a rewrite put at the end). The guard takes the turns its caller appended since the
+    last observe() as appended first, the rewrite judged on top of them (a proposal must end with them)."""
+    appended, count = set(classified.appended), 0
+    while count < len(after) and len(after) - 1 - count in appended and is_new_turn(after[-1 - count]):
+        count += 1
+    return count
+
+
+def buffer_change(before: tuple[Message, ...], after: tuple[Message, ...], step: int, source: str, where: str,
+                  line: int | None = None) -> Mutation | None:
+    """The `Mutation` from the recorded buffer `before` to the recorded buffer `after` (None: `after` only
+    appends to it), its `before` grown by the turns appended before the change (`appended_turns`)."""
+    classified = classify_with_positions(before, after)
+    if classified.kind == "append":
+        return None
+    tail = appended_turns(after, classified)
+    return Mutation(classified.kind, step, before + after[len(after) - tail:], after, source, where, line=line,
+                    changed=classified.changed)
