@@ -6,9 +6,9 @@ and after it, so a replay can compute its size change, orphaned pairs, lost lite
 distance. `Skip` records an input line that could not be read. `classify_change` names the
 kind of change between two consecutive snapshots of formats that record whole buffers, and
 `buffer_change` makes the `Mutation` between them, judged as the guard judges the same change live:
-the new turns the buffer after ends with (the model's reply and the tool results appended since the
-buffer before was sent, `appended_turns`) are appended first, so the mutation's `before` holds them
-and the change itself is only what the agent rewrote (an output elided in place stays an elision).
+the turns the buffer after ends with that were appended since the buffer before was sent (the model's
+reply and the tool results, read by the guard's rule) are appended first, so the mutation's `before`
+holds them and the change is only what the agent rewrote (an output elided in place stays an elision).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kinds import Classified, classify_with_positions
+from ..kinds import classify_with_positions
 from ..model import Message
-from ..state import is_new_turn
+from ..unobserved import read_tail
 
 
 def _size(messages: Sequence[Message]) -> int:
@@ -102,25 +102,18 @@ def classify_change(before: Sequence[Message],
     return None if classified.kind == "append" else (classified.kind, classified.changed)
 
 
-def appended_turns(after: Sequence[Message], classified: Classified) -> int:
-    """How many of the last messages of `after` are turns appended before the change `classified` (from the
-    buffer before to `after`) made: the longest run at its end of messages the classifier takes as appended
-    (`Classified.appended`) that are new turns (`state.is_new_turn`: a model turn or a tool result, never a
-    summary or a marker a rewrite put at the end). The guard takes the turns its caller appended since the
-    last observe() as appended first, the rewrite judged on top of them (a proposal must end with them)."""
-    appended, count = set(classified.appended), 0
-    while count < len(after) and len(after) - 1 - count in appended and is_new_turn(after[-1 - count]):
-        count += 1
-    return count
-
-
 def buffer_change(before: tuple[Message, ...], after: tuple[Message, ...], step: int, source: str, where: str,
-                  line: int | None = None) -> Mutation | None:
+                  line: int | None = None, *, format: str | None = None) -> Mutation | None:
     """The `Mutation` from the recorded buffer `before` to the recorded buffer `after` (None: `after` only
-    appends to it), its `before` grown by the turns appended before the change (`appended_turns`)."""
-    classified = classify_with_positions(before, after)
-    if classified.kind == "append":
+    appends to it), judged as the guard judges the same change live from a caller that builds a new list:
+    the turns `after` ends with that were appended since `before` was sent are read from `after` alone by
+    the guard's rule (`unobserved.read_tail`, `format` the message format whose provider rules it checks)
+    and taken as appended first, so the mutation's `before` holds them and its kind is the change's own."""
+    classified = classify_change(before, after)
+    if classified is None:
         return None
-    tail = appended_turns(after, classified)
-    return Mutation(classified.kind, step, before + after[len(after) - tail:], after, source, where, line=line,
-                    changed=classified.changed)
+    tail = read_tail(before, (), None, after, [None] * len(after), format=format, rebuilds=True).count
+    if tail:
+        before = before + after[len(after) - tail:]
+        classified = classify_change(before, after) or classified
+    return Mutation(classified[0], step, before, after, source, where, line=line, changed=classified[1])

@@ -5,7 +5,7 @@ Anthropic or LangChain message dicts, or an object with a ``messages`` list (an 
 dict with ``system`` is read whole). The format of the messages is detected once per file (see
 `ctxwatch.adapters.Converter`). Each line is one `Snapshot`; when a buffer is not the previous one
 plus appended messages, a `Mutation` with source ``snapshot_diff`` comes before it, its kind from
-`classify_change` and its buffer before the previous one plus the new turns appended before the change
+`classify_change` and its buffer before the previous one plus the turns appended before the change
 (`buffer_change`). Every buffer in such a file was sent, so no snapshot is marked final.
 """
 
@@ -30,9 +30,11 @@ class Timeline:
         self.previous: tuple[Message, ...] | None = None
         self.step = 0
 
-    def push(self, messages: tuple[Message, ...], where: str, line: int | None = None) -> Iterator[Event]:
+    def push(self, messages: tuple[Message, ...], where: str, line: int | None = None, *,
+             format: str | None = None) -> Iterator[Event]:
+        """The events of the next recorded buffer, `messages` (in the message `format`, when known)."""
         if self.previous is not None:
-            mutation = buffer_change(self.previous, messages, self.step, "snapshot_diff", where, line)
+            mutation = buffer_change(self.previous, messages, self.step, "snapshot_diff", where, line, format=format)
             if mutation is not None:
                 yield mutation
         yield Snapshot(self.step, messages, where, line)
@@ -60,4 +62,4 @@ def events(session: Session) -> Iterator[Event]:
             continue
         for message in messages:
             session.note(message, f"line {line}")
-        yield from timeline.push(messages, f"line {line}", line)
+        yield from timeline.push(messages, f"line {line}", line, format=converter.format)
