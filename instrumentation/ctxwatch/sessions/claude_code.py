@@ -368,8 +368,7 @@ def _repeated(session: Session, rec: dict, uuid: str, line: int, step: int, buf:
     before = buf.messages()
     buf.replace(uuid, message.parts, session.filing.here(line) if session.filing is not None else None)
     after = buf.messages()
-    mutation = buffer_change(before, after, step, "claude_code.repeated_record", f"line {line}", line,
-                             format="anthropic")
+    mutation = buffer_change(before, after, step, "claude_code.repeated_record", f"line {line}", line)
     if mutation is not None:
         yield mutation
 

@@ -155,7 +155,7 @@ def _replace(session: Session, history: _History, records: list, step: int, line
     before = history.buffer()
     history.replace([(key, messages) for key, _, messages in read])
     after = history.buffer()
-    mutation = buffer_change(before, after, step, "gemini_cli.history", where, line, format="anthropic")
+    mutation = buffer_change(before, after, step, "gemini_cli.history", where, line)
     if mutation is not None:
         yield mutation
 

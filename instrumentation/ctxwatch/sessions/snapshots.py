@@ -30,11 +30,9 @@ class Timeline:
         self.previous: tuple[Message, ...] | None = None
         self.step = 0
 
-    def push(self, messages: tuple[Message, ...], where: str, line: int | None = None, *,
-             format: str | None = None) -> Iterator[Event]:
-        """The events of the next recorded buffer, `messages` (in the message `format`, when known)."""
+    def push(self, messages: tuple[Message, ...], where: str, line: int | None = None) -> Iterator[Event]:
         if self.previous is not None:
-            mutation = buffer_change(self.previous, messages, self.step, "snapshot_diff", where, line, format=format)
+            mutation = buffer_change(self.previous, messages, self.step, "snapshot_diff", where, line)
             if mutation is not None:
                 yield mutation
         yield Snapshot(self.step, messages, where, line)
@@ -62,4 +60,4 @@ def events(session: Session) -> Iterator[Event]:
             continue
         for message in messages:
             session.note(message, f"line {line}")
-        yield from timeline.push(messages, f"line {line}", line, format=converter.format)
+        yield from timeline.push(messages, f"line {line}", line)

@@ -50,7 +50,7 @@ def events(session: Session) -> Iterator[Event]:
     for where, messages in buffers:
         buffer = _buffer(session, where, messages)
         if buffer is not None:
-            yield from timeline.push(buffer, where, format="openai_chat")
+            yield from timeline.push(buffer, where)
 
 
 def _buffer(session: Session, where: str, messages: Any) -> tuple[Message, ...] | None:
