@@ -31,10 +31,12 @@ from .model import SYSTEM_ROLES, Message
 
 @dataclass(frozen=True, slots=True)
 class Classified:
-    """A change's kind and the positions in `before` of the messages it removed or replaced."""
+    """A change's kind, the positions in `before` of the messages it removed or replaced, and the positions in
+    `after` of the new messages it takes as appended (rule 1)."""
 
     kind: str
     changed: tuple[int, ...]
+    appended: tuple[int, ...] = ()
 
 
 def classify(before: Sequence[Message], after: Sequence[Message]) -> str:
@@ -48,18 +50,18 @@ def classify_with_positions(before: Sequence[Message], after: Sequence[Message])
     added = _unmatched(after, Counter(m.digest for m in before))
     appended = _appended(after, {i for i, _ in added}, removed)
     added = [(i, m) for i, m in added if i not in appended]
-    changed = tuple(i for i, _ in removed)
+    changed, tail = tuple(i for i, _ in removed), tuple(sorted(appended))
     if not removed and not added:
         kept = [m.digest for i, m in enumerate(after) if i not in appended]
-        return Classified("append" if kept == [m.digest for m in before] else "rerank", ())
+        return Classified("append" if kept == [m.digest for m in before] else "rerank", (), tail)
     removed_messages, added_messages = [m for _, m in removed], [m for _, m in added]
     if all(m.role in SYSTEM_ROLES for m in removed_messages + added_messages):
-        return Classified("system_patch", changed)
+        return Classified("system_patch", changed, tail)
     if not added or _shortened_in_place(removed, added):
-        return Classified("prune", changed)
+        return Classified("prune", changed, tail)
     if len(added) < len(removed) or _size(added_messages) < _size(removed_messages):
-        return Classified("compact", changed)
-    return Classified("rewrite", changed)
+        return Classified("compact", changed, tail)
+    return Classified("rewrite", changed, tail)
 
 
 def _size(messages: Sequence[Message]) -> int:

@@ -12,6 +12,7 @@ import pytest
 
 from ctxwatch.model import Message, ToolCall, ToolResult
 from ctxwatch.sessions import Mutation, Snapshot, classify_change, detect_session_format, read_session
+from ctxwatch.sessions.events import buffer_change
 
 
 def jsonl(path: Path, values: list) -> Path:
@@ -174,3 +175,26 @@ def test_classify_in_place_elision_is_prune() -> None:
     before = [Message("user", "q"), Message("tool", [ToolResult("c", "x" * 100)])]
     after = [Message("user", "q"), Message("tool", [ToolResult("c", "(100 chars omitted)")])]
     assert classify_change(before, after) == ("prune", (1,))
+
+
+@pytest.mark.parametrize(("after", "appended"), [
+    (["u", "cleared", "call2", "out2"], 2),     # an output elided in place, then the model's reply and its result
+    (["u", "cleared", "call2", "out2", "u2"], 3),  # ... and the next user message
+    (["u", "summary", "call2", "out2"], 2),     # a summary the rewrite wrote, then the next turn: the turn only
+    (["u", "summary"], 0),                      # a summary written at the end: the rewrite's own
+])
+def test_buffer_change_takes_the_turns_appended_after_the_change_first(after: list[str], appended: int) -> None:
+    """Review F2: the mutation between two recorded buffers starts from the buffer before plus the turns the
+    buffer after ends with from the model's reply on, as the guard evaluates a rewrite on top of the turns
+    appended since its last observe()."""
+    m = {"u": Message("user", "q"), "call": Message("assistant", [ToolCall("c1", "bash", {"command": "ls"})]),
+         "out": Message("tool", [ToolResult("c1", "x" * 100)]),
+         "cleared": Message("tool", [ToolResult("c1", "Old environment output: (7 lines omitted)")]),
+         "summary": Message("user", "Summary: listed the repository."),
+         "call2": Message("assistant", [ToolCall("c2", "bash", {"command": "cat a"})]),
+         "out2": Message("tool", [ToolResult("c2", "a")]), "u2": Message("user", "next")}
+    before, buffer = (m["u"], m["call"], m["out"]), tuple(m[n] for n in ["u", "call", *after[1:]])
+    mutation = buffer_change(before, buffer, 1, "snapshot_diff", "line 2", 2)
+    assert mutation is not None and mutation.after == buffer
+    assert mutation.before == before + buffer[len(buffer) - appended:]
+    assert (mutation.kind, mutation.changed) == classify_change(before, buffer)

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 from ..adapters import anthropic
 from ..cache import anthropic_cache
 from ..model import Message, Part, ToolResult
-from .events import Event, Mutation, Snapshot, classify_change
+from .events import Event, Mutation, Snapshot, buffer_change
 from .filed import FiledMessage, Filing, Where
 
 if TYPE_CHECKING:
@@ -377,10 +377,9 @@ def _repeated(session: Session, rec: dict, uuid: str, line: int, step: int, buf:
     before = buf.messages()
     buf.replace(uuid, message.parts, session.filing.here(line) if session.filing is not None else None)
     after = buf.messages()
-    change = classify_change(before, after)
-    if change is not None:
-        yield Mutation(change[0], step, before, after, "claude_code.repeated_record", f"line {line}", line=line,
-                       changed=change[1])
+    mutation = buffer_change(before, after, step, "claude_code.repeated_record", f"line {line}", line)
+    if mutation is not None:
+        yield mutation
 
 
 def _same_parts(kept: tuple[Part, ...], parts: tuple[Part, ...]) -> bool:

@@ -4,7 +4,11 @@
 the buffer that is not an append (a compaction, a pruning, a rewind), with the buffer before
 and after it, so a replay can compute its size change, orphaned pairs, lost literals and hash
 distance. `Skip` records an input line that could not be read. `classify_change` names the
-kind of change between two consecutive snapshots of formats that record whole buffers.
+kind of change between two consecutive snapshots of formats that record whole buffers, and
+`buffer_change` makes the `Mutation` between them, judged as the guard judges the same change live:
+the turns the buffer after ends with that were appended since the buffer before was sent (the model's
+reply and what followed it) are appended first, so the mutation's `before` holds them and the change is
+only what the agent rewrote (an output elided in place stays an elision).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kinds import classify_with_positions
+from ..kinds import Classified, classify_with_positions
 from ..model import Message
 
 
@@ -95,3 +99,30 @@ def classify_change(before: Sequence[Message],
     messages, else None. The kind is the one classifier's (`ctxwatch.kinds`)."""
     classified = classify_with_positions(before, after)
     return None if classified.kind == "append" else (classified.kind, classified.changed)
+
+
+def appended_turns(after: Sequence[Message], classified: Classified) -> int:
+    """How many of the last messages of `after` are turns appended before the change `classified` made (from
+    the buffer before to `after`): of the run at its end that the classifier takes as appended
+    (`Classified.appended`, the messages it names the kind without), those from the model's reply on (the
+    first assistant message: the model answered the buffer before, then came its tool results or the next
+    user message). What the run holds before that reply (a summary, a marker) is the change's own."""
+    appended, run = set(classified.appended), 0
+    while run < len(after) and len(after) - 1 - run in appended:
+        run += 1
+    start = len(after) - run
+    return len(after) - next((i for i in range(start, len(after)) if after[i].role == "assistant"), len(after))
+
+
+def buffer_change(before: tuple[Message, ...], after: tuple[Message, ...], step: int, source: str, where: str,
+                  line: int | None = None) -> Mutation | None:
+    """The `Mutation` from the recorded buffer `before` to the recorded buffer `after` (None: `after` only
+    appends to it), judged as the guard judges the same change live, where the turns the caller appended
+    since it last observed are taken as appended first: its `before` holds the turns `after` ends with that
+    were appended (`appended_turns`), so what is judged (`cycles.no_cycle_reason`) is the change alone."""
+    classified = classify_with_positions(before, after)
+    if classified.kind == "append":
+        return None
+    tail = appended_turns(after, classified)
+    return Mutation(classified.kind, step, before + after[len(after) - tail:], after, source, where, line=line,
+                    changed=classified.changed)

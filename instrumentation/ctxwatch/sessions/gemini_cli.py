@@ -18,8 +18,8 @@ error result), as the Gemini API receives them. ``info`` / ``error`` / ``warning
 CLI's own notices and thought summaries are not sent back: neither is in the buffer. A `Snapshot`
 comes before each ``gemini`` record. ``$rewindTo`` is a ``prune`` Mutation (source
 ``gemini_cli.rewind``); a replaced history that is not the old one plus appended messages is a
-Mutation of the kind `classify_change` names (source ``gemini_cli.history``): a compression shows
-as ``compact``, masked outputs as ``prune``.
+Mutation of the kind `classify_change` names (source ``gemini_cli.history``, `buffer_change`): a compression
+shows as ``compact``, masked outputs as ``prune``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..model import Message, OpaquePart, Part, TextPart, ToolCall, ToolResult, canonical_json
-from .events import Event, Mutation, Snapshot, classify_change
+from .events import Event, Mutation, Snapshot, buffer_change
 from .files import SessionReadError, iter_jsonl
 
 if TYPE_CHECKING:
@@ -155,9 +155,9 @@ def _replace(session: Session, history: _History, records: list, step: int, line
     before = history.buffer()
     history.replace([(key, messages) for key, _, messages in read])
     after = history.buffer()
-    change = classify_change(before, after)
-    if change is not None:
-        yield Mutation(change[0], step, before, after, "gemini_cli.history", where, line=line, changed=change[1])
+    mutation = buffer_change(before, after, step, "gemini_cli.history", where, line)
+    if mutation is not None:
+        yield mutation
 
 
 def _read(session: Session, record: Any, where: str, line: int | None) -> tuple[str, str, tuple[Message, ...]] | None:

@@ -5,7 +5,8 @@ Anthropic or LangChain message dicts, or an object with a ``messages`` list (an 
 dict with ``system`` is read whole). The format of the messages is detected once per file (see
 `ctxwatch.adapters.Converter`). Each line is one `Snapshot`; when a buffer is not the previous one
 plus appended messages, a `Mutation` with source ``snapshot_diff`` comes before it, its kind from
-`classify_change`. Every buffer in such a file was sent, so no snapshot is marked final.
+`classify_change` and its buffer before the previous one plus the turns appended before the change
+(`buffer_change`). Every buffer in such a file was sent, so no snapshot is marked final.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..adapters import Converter
 from ..errors import InvalidContextError
 from ..model import Message
-from .events import Event, Mutation, Snapshot, classify_change
+from .events import Event, Snapshot, buffer_change
 
 if TYPE_CHECKING:
     from .session import Session
@@ -31,10 +32,9 @@ class Timeline:
 
     def push(self, messages: tuple[Message, ...], where: str, line: int | None = None) -> Iterator[Event]:
         if self.previous is not None:
-            change = classify_change(self.previous, messages)
-            if change is not None:
-                yield Mutation(change[0], self.step, self.previous, messages, "snapshot_diff", where,
-                               line=line, changed=change[1])
+            mutation = buffer_change(self.previous, messages, self.step, "snapshot_diff", where, line)
+            if mutation is not None:
+                yield mutation
         yield Snapshot(self.step, messages, where, line)
         self.step += 1
         self.previous = messages
