@@ -33,12 +33,17 @@ from ctxwatch.simulate.loops import PRUNING_FAMILIES, SyntheticLoop
 Rule = Callable[[Change, list[int] | None], bool]
 
 
+def new_work(change: Change, last_rewrite: list[int] | None) -> tuple[int, int]:
+    """How many messages were appended since the previous rewrite, and how many of them `change` drops."""
+    if last_rewrite is None:
+        return 0, 0
+    new = Counter(change.before_digests) - Counter(last_rewrite)
+    return sum(new.values()), sum((new & Counter(m.digest for m in change.removed_messages)).values())
+
+
 def drops_new_work(change: Change, last_rewrite: list[int] | None) -> bool:
     """It drops a message appended since the previous rewrite (work the pruner discards, not the oldest)."""
-    if last_rewrite is None:
-        return False
-    new = Counter(change.before_digests) - Counter(last_rewrite)
-    return bool(new & Counter(m.digest for m in change.removed_messages))
+    return new_work(change, last_rewrite)[1] > 0
 
 
 RULES: dict[str, Rule] = {
@@ -94,6 +99,34 @@ def main() -> None:
               f"{sum(d is not None and d < 0 for d in delays)} | "
               f"{', '.join(f'{d}: {n}' for d, n in sorted(late.items())) or '—'} | {delays.count(None)} | "
               + " | ".join(cells) + " |")
+    shares_table({"pruning absorption": contracting, **healthy})
+
+
+def dropped_shares(loop: SyntheticLoop) -> list[tuple[bool, float]]:
+    """Per elision after the first rewrite: (at or after the onset, share of the work appended since the previous
+    rewrite that it drops)."""
+    last: list[int] | None = None
+    out = []
+    for c in loop.cycles:
+        change = Change.between(Context(c.pre), c.post, "prune")
+        if change.is_append_only:
+            continue
+        appended, dropped = new_work(change, last)
+        if last is not None and no_cycle_reason(change) == ELISION:
+            out.append((loop.onset is not None and c.t >= loop.onset, dropped / appended if appended else 0.0))
+        last = change.after_digests
+    return out
+
+
+def shares_table(loops: dict[str, list[SyntheticLoop]]) -> None:
+    print("\n| family | elisions | share of the new work dropped: 0 / (0, 0.5) / [0.5, 1) / 1 | after the onset |")
+    print("|---|---|---|---|")
+    for family, runs in loops.items():
+        shares = [x for loop in runs for x in dropped_shares(loop)]
+        bins = Counter(0 if s == 0 else 1 if s < 0.5 else 2 if s < 1 else 3 for _, s in shares)
+        after = [s for late, s in shares if late]
+        print(f"| {family} | {len(shares)} | {' / '.join(str(bins.get(k, 0)) for k in range(4))} | "
+              + (f"{len(after)} elisions, median share {sorted(after)[len(after) // 2]:.2f}" if after else "—") + " |")
 
 
 if __name__ == "__main__":
