@@ -3,13 +3,20 @@ signals — instruction absorption, sentinel drift, ordering inversion — each 
 
 from __future__ import annotations
 
+from ctxwatch.deferral import elides_only
+from ctxwatch.diff import Change
 from ctxwatch.idempotence import check_idempotence, order_changes
 from ctxwatch.literals import LiteralRegistry
+from ctxwatch.model import Context
 from ctxwatch.simulate.loops import (
+    HEAD,
+    PRUNE_DIRECTIVE,
     SimulatedAgent,
     absorption_loop,
+    batch_pruning_loop,
     converging_loop,
     paraphrasing_loop,
+    pruning_absorption_loop,
     reranking_loop,
     summarizing_loop,
     task_keeping_replacing_loop,
@@ -108,3 +115,26 @@ def test_task_keeping_keeps_the_users_task_verbatim_after_the_system_prompt():
     task = loop.cycles[0].pre[1]
     rewrites = [c for c in loop.cycles if c.post != c.pre]
     assert rewrites and all(c.post[1] == task and len(c.post) == 3 for c in rewrites)
+
+
+def test_pruning_absorption_only_drops_whole_messages_and_collapses_onto_its_head():
+    """Review F5's loop: every rewrite is an elision (no cycle of the alarm today); from the onset on each
+    pruning drops work appended since the previous one, and the buffer ends at its head, the oldest payload
+    and the newest note, however much new work arrives."""
+    for seed in range(6):
+        loop = pruning_absorption_loop(seed)
+        for c in loop.cycles:
+            change = Change.between(Context(c.pre), c.post, "prune")
+            assert change.is_append_only or elides_only(change)
+            if c.t >= loop.onset:
+                assert not set(m.digest for m in c.pre[len(loop.cycles[c.t - 2].post):]) <= set(change.after_digests)
+        assert c.post[:HEAD] == c.pre[:HEAD] and len(c.post) <= HEAD + 3
+        assert PRUNE_DIRECTIVE in c.post[-1].text
+
+
+def test_batch_pruning_drops_the_oldest_and_keeps_the_newest_work():
+    loop = batch_pruning_loop(3)
+    for previous, c in zip(loop.cycles, loop.cycles[1:], strict=False):
+        appended = c.pre[len(previous.post):]
+        assert c.post[-len(appended):] == appended and c.post[:HEAD] == c.pre[:HEAD]
+    assert any(len(c.post) < len(c.pre) for c in loop.cycles)

@@ -22,6 +22,16 @@ Families:
   reranking      salience re-ranking every cycle (ordering inversion)
   paraphrasing   literals turned into prose every cycle (sentinel drift)
 
+Prune-only families (`PRUNING_FAMILIES`; review F5: a loop that only drops whole messages is no cycle of
+the alarm today, `ctxwatch.cycles.no_cycle_reason`, so they are not yet among the calibration's targets;
+`bench/pruning_absorption.py` measures candidate rules on them):
+  pruning absorption  a sliding window until the onset; from the absorption cycle on the agent writes
+                      the directive as a note to self each cycle, and the pruner obeys every note it
+                      finds, keeping ``ratio ** notes`` of the oldest payload messages and the newest
+                      note: all new work is dropped, the buffer collapses onto its head (contracting)
+  batch pruning       every `every` cycles the oldest share of the body is dropped whole, the newest kept
+                      (healthy: lossy, bounded, new work stays)
+
 In an absorption loop the instruction-absorbing rewriter takes over at cycle `absorbed_at`: that
 rewrite writes its directive into the buffer as a note to self but compresses no more than an
 ordinary summarizer with the same ratio would. From the next cycle on, every rewrite reads the
@@ -37,6 +47,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..model import Message
@@ -168,6 +179,61 @@ def absorption_loop(seed: int, cycles: int = 14, *, absorbed_at: int | None = No
                     cycles=cycles, onset=absorbed_at + 1, params=params)
 
 
+PRUNE_DIRECTIVE = "Note to self: remove redundant steps"
+HEAD = 2  # the system prompt and the user's task: what a pruner never drops
+
+
+def _window(window: int) -> Rewrite:
+    """Keep the head and the last `window` messages (drops the oldest: an elision)."""
+    return lambda messages: [*messages[:HEAD], *messages[HEAD:][-window:]]
+
+
+def _absorbing_pruner(ratio: float) -> Rewrite:
+    """Obeys every copy of `PRUNE_DIRECTIVE` it finds: with n notes, keeps the oldest ``ratio ** n`` of the
+    payload and the newest note, in order, dropping the rest whole (it writes nothing: an elision)."""
+    def prune(messages: Sequence[Message]) -> list[Message]:
+        rest = messages[HEAD:]
+        notes = [i for i, m in enumerate(rest) if PRUNE_DIRECTIVE in m.text]
+        payload = [i for i in range(len(rest)) if i not in notes]
+        kept = set(payload[: int(len(payload) * ratio ** len(notes))]) | set(notes[-1:])
+        return [*messages[:HEAD], *(m for i, m in enumerate(rest) if i in kept)]
+    return prune
+
+
+def pruning_absorption_loop(seed: int, cycles: int = 14) -> SyntheticLoop:
+    """A sliding window (seeded, 6-14 messages) until `absorbed_at` (seeded, cycle 3-7), when the agent starts
+    writing `PRUNE_DIRECTIVE` as a note to self each cycle; from the next cycle on the pruner obeys the notes
+    (`_absorbing_pruner`, `ratio` seeded in 0.3-0.8). Every rewrite only drops whole messages. The onset is
+    ``absorbed_at + 1``, the first pruning that re-executes an absorbed directive."""
+    rng = random.Random(seed)
+    absorbed_at, ratio, window = rng.randint(3, 7), round(rng.uniform(0.3, 0.8), 2), rng.randint(6, 14)
+    agent = SimulatedAgent(seed)
+    healthy, absorbing = _window(window), _absorbing_pruner(ratio)
+    buffer, out = agent.opening(), []
+    for t in range(1, cycles + 1):
+        note = [Message("assistant", f"{PRUNE_DIRECTIVE} (pass {t - absorbed_at + 1}).")] if t >= absorbed_at else []
+        pre = (*buffer, *agent.turns(2), *note)
+        post = tuple((absorbing if t > absorbed_at else healthy)(pre))
+        out.append(Cycle(t, pre, post, "contracting" if t > absorbed_at else "healthy"))
+        buffer = list(post)
+    return SyntheticLoop("pruning absorption", seed, tuple(out), absorbed_at + 1,
+                         {"ratio": ratio, "window": window, "absorbed_at": absorbed_at})
+
+
+def batch_pruning_loop(seed: int, cycles: int = 40) -> SyntheticLoop:
+    """Healthy but lossy: every `every` cycles (seeded, 2-5) only the newest `keep` share (seeded, 0.3-0.6) of
+    the body is kept (at least two messages), after the head; new work keeps arriving and stays."""
+    rng = random.Random(seed)
+    every, keep = rng.randint(2, 5), round(rng.uniform(0.3, 0.6), 2)
+
+    def prune(messages: Sequence[Message]) -> list[Message]:
+        body = messages[HEAD:]
+        return [*messages[:HEAD], *body[len(body) - max(2, int(len(body) * keep)):]]
+
+    return run_loop("batch pruning", seed, lambda t: prune if t % every == 0 else _identity, cycles=cycles,
+                    params={"every": every, "keep": keep})
+
+
 def reranking_loop(seed: int, cycles: int = 8) -> SyntheticLoop:
     """Ordering inversion: every cycle re-ranks the buffer by salience against its current order."""
     reranker = SalienceReranker()
@@ -240,4 +306,11 @@ HEALTHY_FAMILIES: dict[str, Callable[[int], SyntheticLoop]] = {
 CONTRACTING_FAMILIES: dict[str, Callable[[int], SyntheticLoop]] = {
     "absorption": absorption_loop,
     "converging": converging_loop,
+}
+
+# prune-only loops (`pruning absorption` contracting, the others healthy): not yet calibration targets (review F5)
+PRUNING_FAMILIES: dict[str, Callable[[int], SyntheticLoop]] = {
+    "pruning absorption": pruning_absorption_loop,
+    "sliding": partial(sliding_loop, cycles=40),
+    "batch pruning": batch_pruning_loop,
 }
