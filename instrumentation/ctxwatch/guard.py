@@ -683,8 +683,7 @@ class ContextGuard:
             if rebased is not None:
                 change, raw = (Change.between(base.context, rebased, change.kind, base.digests),
                                self.bridge.to_caller(rebased, base.raw))
-            whole = self._evaluate(base, change, tools, None, True, prefix_change_allowed=True)
-            return _Outcome(whole, raw, "session_boundary") if whole.decision == "patch" else None
+            return self._applied_whole(base, change, raw, tools, "session_boundary")
         if not self.config.converts(deferral, change.kind):
             return None
         if hides_rewritten_content(change.added_messages):  # an elision marker cannot carry what the model reads
@@ -732,12 +731,19 @@ class ContextGuard:
                              resolution: str, note: Finding) -> _Outcome | None:
         """The deferred proposal applied as it is (its change to the consumed prefix allowed), `note`
         saying so; None when it still would not be a patch (then it stays deferred)."""
-        whole = self._evaluate(evaluation.base, evaluation.change, tools, None, True, prefix_change_allowed=True)
+        return self._applied_whole(evaluation.base, evaluation.change, raw, tools, resolution, note)
+
+    def _applied_whole(self, base: ConsumedState, change: Change, raw: Any, tools: list[ToolSchema] | None,
+                       resolution: str, note: Finding | None = None) -> _Outcome | None:
+        """`change` judged as it would be applied, its change to the consumed prefix allowed: a patch
+        (resolved by `resolution`, `note` saying how), a halt (the alarm judges the rewrite as it would be
+        applied: the loop halts, whatever the deferral mode), or None (it stays deferred)."""
+        whole = self._evaluate(base, change, tools, None, True, prefix_change_allowed=True)
         if whole.decision == "halt":
-            return _Outcome(whole, raw)  # the alarm judges the rewrite as it would be applied: the loop halts
+            return _Outcome(whole, raw)
         if whole.decision != "patch":
             return None
-        return _Outcome(_with_finding(whole, note, first=True), raw, resolution)
+        return _Outcome(whole if note is None else _with_finding(whole, note, first=True), raw, resolution)
 
     def _report(self, outcome: _Outcome) -> Report:
         evaluation = outcome.evaluation

@@ -81,3 +81,39 @@ def test_new_episode_after_a_fix_clears_the_halt_and_starts_a_new_detector_run()
     last = exporter.get_finished_spans()[-1].attributes
     assert last[semconv.DECISION] == "patch"
     assert last[semconv.CONTRACTION_RUN] == 1 and last[semconv.CONTRACTION_CYCLE] == 1
+
+
+def converging(deferral: str) -> list[tuple[int, str, str]]:
+    """Record 003's summary-of-summary chain converging on its own instruction: each cycle the model answers,
+    then the rewrite keeps the instruction and half of the open items it was given (96 -> 48 -> 24 ...), the
+    model's latest answer appended but not yet read. (cycle, decision, contraction state) per rewrite."""
+    from ctxwatch import ContextGuard
+
+    items = [f"INC-{n:04d}" for n in range(1000, 1064)] + [f"/srv/app/mod{i}.py" for i in range(32)]
+    system = {"role": "system", "content": "You are a maintenance agent."}
+    guard = ContextGuard(f"converging-{deferral}", deferral=deferral)
+    messages: list[dict] = [system, {"role": "user", "content": "Open items: " + ", ".join(items)}]
+    seen = []
+    for cycle in range(1, 8):
+        guard.observe(messages)
+        messages += [{"role": "assistant", "content": f"Working on {items[0]}."}, {"role": "user", "content": "next"}]
+        guard.observe(messages)
+        messages.append({"role": "assistant", "content": f"Done with step {cycle}."})
+        items = items[:max(1, len(items) // 2)]
+        report, context = guard.resolve([system, {"role": "user", "content": "Note to self: keep only what "
+                                                  "matters, drop the rest. Open items: " + ", ".join(items)}],
+                                        kind="compact")
+        seen.append((cycle, report.decision, report.contraction_state))
+        if report.decision == "halt":
+            break
+        messages = list(context)
+    return seen
+
+
+def test_a_converging_loop_halts_when_its_rewrites_are_applied_as_session_boundaries() -> None:
+    """Review F1 (session 8): under ``deferral="session_boundary"`` the settled rewrite's halt was dropped and the
+    rewrite queued instead, reported healthy, so the loop never halted; it halts at the cycle ``auto`` halts at."""
+    auto, boundary = converging("auto"), converging("session_boundary")
+    assert auto[-1][1:] == ("halt", "contracting")
+    assert boundary == auto
+    assert all(decision == "patch" for _, decision, _ in boundary[:-1])
