@@ -259,10 +259,8 @@ class Engine:
                 loop.onset = verdict.onset
                 if verdict.state != loop.state:
                     self._set_state(loop, verdict.state, cycle, at)
-            if guard_cycle is not None and guard_cycle != loop.detector.cycle:
-                order.source = GUARD
-                order.reason = order.gap or (f"the guard counts {guard_cycle} detector cycles in its detector run, "
-                                             f"the monitor {loop.detector.cycle}: spans are missing")
+            if guard_cycle is not None:
+                self._compare_cycles(loop, record, guard_cycle)
         if order.source == GUARD and guard_cycle is not None:
             loop.cycles = guard_cycle
             if fed:
@@ -277,6 +275,23 @@ class Engine:
                         record.before, record.lost, cycle)
         loop.oncall.observe(record, at, entry, self.config.history, self.config.block_after)
         self.store.set_status(loop, loop.oncall.status_for(loop.state, self.config.refusing_for), at)
+
+    @staticmethod
+    def _compare_cycles(loop: LoopState, record: MutationRecord, guard_cycle: int) -> None:
+        """Compare the guard's detector cycles (`ctxwatch.contraction.cycle`) with the monitor's, on a loop whose
+        state is the monitor's own. The loop follows the guard's reported state from here on only when spans are
+        known to be missing: a gap given up in its run that no span's count has vouched for since (a count that
+        agrees says the gap held no cycle), or a guard that numbers no spans (no gap can be seen). Otherwise the
+        monitor applied every span of the run, as the guard sent them: a count that differs is no span of that
+        guard's (a forgery standing for one), and one span must not change whose state every viewer of the loop
+        sees (docs/monitor.md, "Missing cycles")."""
+        order = loop.order
+        if guard_cycle == loop.detector.cycle:
+            order.gap = None
+        elif order.gap is not None or record.sequence is None:
+            order.source = GUARD
+            order.reason = order.gap or (f"the guard counts {guard_cycle} detector cycles in its detector run, "
+                                         f"the monitor {loop.detector.cycle}: spans are missing")
 
     def _set_state(self, loop: LoopState, state: str, cycle: int, at: float) -> None:
         """Move the loop to another state, noting the alarm when it enters the contraction regime."""

@@ -505,7 +505,12 @@ class Sequencer:
         order.rivals = {key: value for key, value in (order.rivals or {}).items()
                         if not (key[1] == old if restart else key == (left, old))} or None
         order.next, order.pending, order.since, order.seen, order.far_ahead, order.jump = 1, held, now, now, None, None
-        order.source, order.reason, order.gap = MONITOR, None, None
+        first = held[min(held)] if held else None
+        if restart or first is None or list(first.detector_life) != order.life:  # the detector starts afresh
+            order.source, order.reason, order.gap = MONITOR, None, None
+        elif order.gap is None:  # a session boundary: the detector goes on, cycles lost before it stay lost, and the
+            # episode's own last spans had no later span of it to show them missing: the next count tells
+            order.gap = f"spans at the end of episode {left} are missing"
         self._drain(loop, now)
         if not restart and order.rivals:  # the instance's episodes are ordered: those before this one are over
             order.rivals = {key: value for key, value in order.rivals.items()

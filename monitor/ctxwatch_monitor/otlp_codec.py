@@ -49,7 +49,8 @@ from .wire import PROTOBUF
 MAX_KEY_SHOWN = 256  # characters of an attribute key quoted in a rejection
 # Messages a span or resource may hold nested below it (AnyValue, ArrayValue, KeyValueList, KeyValue: 32 kvlists
 # or 49 arrays inside an attribute value): the protobuf runtime's limit (upb reads a message and 100 below it),
-# kept for OTLP/JSON too. A span or resource nested deeper is rejected alone, naming the attribute.
+# kept for OTLP/JSON too. A span or resource nested deeper is rejected alone, naming the attribute (and the span's
+# event or link holding it).
 MAX_NESTING = 100
 TOO_DEEP = (f"is nested more than {MAX_NESTING} messages deep (arrays, kvlists and their values, counted from the "
             f"span or resource: protobuf's limit)")
@@ -188,24 +189,53 @@ def _length_delimited(number: int, payload: bytes) -> bytes:
 
 
 _ATTRIBUTES_FIELD = {Span: 9, Resource: 1}  # the field number of `attributes`
+# a Span's parts with attributes of their own: the field number, the JSON name, their `attributes`' field number
+_PARTS = ((11, "events", 3), (13, "links", 4))
+_EVENT_NAME = 2  # the field number of an event's `name`
 
 
 def _pb_problem(message: type[Span] | type[Resource], serialized: bytes, exc: Exception) -> str:
     """Why a span or resource the protobuf runtime refused does not parse: the first attribute that does not
-    (read alone in the same message, so at the same depth), by its key; else the runtime's reason."""
-    number = _ATTRIBUTES_FIELD[message]
+    (read alone in the same message, so at the same depth), by its key, and for a span's event or link's, by the
+    event or link too; else the runtime's reason."""
+    found = None
     try:
-        for field, attribute in _len_fields(serialized):
-            if field != number:
-                continue
-            try:
-                message.FromString(_length_delimited(number, attribute))
-            except _PB_ERRORS as attribute_exc:
-                key = next((b for n, b in _len_fields(attribute) if n == 1), b"")
-                return f"attribute {key.decode(errors='backslashreplace')[:MAX_KEY_SHOWN]} {_pb_reason(attribute_exc)}"
+        found = _pb_attribute(message, serialized, _ATTRIBUTES_FIELD[message], None, "")
+        for number, part, attributes in _PARTS if message is Span else ():
+            for i, (_, payload) in enumerate(f for f in _len_fields(serialized) if f[0] == number):
+                if found is None:
+                    name = next((_shown(b) for n, b in _len_fields(payload) if n == _EVENT_NAME), None) \
+                        if number == _PARTS[0][0] else None
+                    found = _pb_attribute(message, payload, attributes, number, _part(part, i, name))
     except ValueError:  # its framing is broken: the runtime's reason says so
         pass
-    return _pb_reason(exc)
+    return found or _pb_reason(exc)
+
+
+def _pb_attribute(message: type[Span] | type[Resource], serialized: bytes, number: int, outer: int | None,
+                  where: str) -> str | None:
+    """The first attribute (field `number` of `serialized`, a span or resource, or the part of a span that is its
+    field `outer`) that does not parse alone at the same depth, named by its key after `where`."""
+    for field, attribute in _len_fields(serialized):
+        if field != number:
+            continue
+        alone = _length_delimited(number, attribute)
+        try:
+            message.FromString(alone if outer is None else _length_delimited(outer, alone))
+        except _PB_ERRORS as attribute_exc:
+            key = next((b for n, b in _len_fields(attribute) if n == 1), b"")
+            return f"{where}attribute {_shown(key)} {_pb_reason(attribute_exc)}"
+    return None
+
+
+def _shown(text: bytes) -> str:
+    """A key or name read from protobuf, as a rejection quotes it."""
+    return text.decode(errors="backslashreplace")[:MAX_KEY_SHOWN]
+
+
+def _part(part: str, index: int, name: str | None) -> str:
+    """How a rejection names a span's event or link (`events[2] "exception"`), before its attribute."""
+    return f"{part}[{index}]{f' {json.dumps(name)}' if name is not None else ''} "
 
 
 def _pb_reason(exc: Exception) -> str:
@@ -318,19 +348,32 @@ _FIELD_TYPES = {FieldDescriptor.TYPE_INT64: "int64", FieldDescriptor.TYPE_FIXED6
 
 def _attributes_problem(obj: dict[str, Any], exc: Exception, message: type[Message]) -> str:
     """Why a span or resource object did not parse, naming the first attribute that does not (by its key,
-    else its index), or the field outside the attributes."""
+    else its index), and for a span's event or link's, by the event or link too; or the field outside the
+    attributes."""
+    found = _json_attribute(obj, MAX_NESTING, "")  # one level below the span or resource, with the KeyValue
+    for _, part, _ in _PARTS if message is Span else ():
+        parts = obj.get(part)
+        for i, item in enumerate(parts if isinstance(parts, list) else ()):
+            if found is None and isinstance(item, dict):
+                name = item.get("name") if part == _PARTS[0][1] else None
+                where = _part(part, i, name[:MAX_KEY_SHOWN] if isinstance(name, str) else None)
+                found = _json_attribute(item, MAX_NESTING - 1, where)  # two levels below: the part, the KeyValue
+    return found or _parse_reason(exc, message)
+
+
+def _json_attribute(obj: dict[str, Any], depth: int, where: str) -> str | None:
+    """The first attribute of `obj` that does not parse alone within `depth` messages, named after `where`."""
     attributes = obj.get("attributes")
     for i, kv in enumerate(attributes if isinstance(attributes, list) else ()):
         if not isinstance(kv, dict):  # json_format raises TypeError, not ParseError, for these
-            return f"attributes[{i}] must be an object, got {type(kv).__name__}"
+            return f"{where}attributes[{i}] must be an object, got {type(kv).__name__}"
         try:
-            # one level below the span or resource: MAX_NESTING messages with the KeyValue
-            json_format.ParseDict(kv, KeyValue(), ignore_unknown_fields=True, max_recursion_depth=MAX_NESTING)
+            json_format.ParseDict(kv, KeyValue(), ignore_unknown_fields=True, max_recursion_depth=depth)
         except _NOT_READ as attribute_exc:
             key = kv.get("key")
             name = key[:MAX_KEY_SHOWN] if isinstance(key, str) else f"attributes[{i}]"
-            return f"attribute {name} {_parse_reason(attribute_exc, KeyValue)}"
-    return f"{_parse_reason(exc, message)}"
+            return f"{where}attribute {name} {_parse_reason(attribute_exc, KeyValue)}"
+    return None
 
 
 # the request-level fields walked here, by lowerCamelCase name: their original names

@@ -21,6 +21,7 @@ from conftest import MonitorProcess, metric_value
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from test_bad_input import mutation
 from test_bad_input import request as protobuf_request
 from test_poison_spans import JSON, PROTOBUF, _json_value, rejected
@@ -81,11 +82,16 @@ def protobuf_body(prefix: str, kind: str, depth: int) -> bytes:
                                        ("b", "svc-b", {}))))
     (value,) = [kv.value for kv in request.resource_spans[1].scope_spans[0].spans[0].attributes
                 if kv.key == HOSTILE_KEY]
+    _deepen(value, kind, depth)
+    return request.SerializeToString()
+
+
+def _deepen(value: AnyValue, kind: str, depth: int) -> None:
+    """Make `value` kvlists or arrays nested `depth` deep around a string."""
     value.Clear()
     for _ in range(depth):
         value = value.kvlist_value.values.add(key="k").value if kind == "kvlist" else value.array_value.values.add()
     value.string_value = "leaf"
-    return request.SerializeToString()
 
 
 def _counts(server: MonitorProcess) -> tuple[float, float]:
@@ -130,6 +136,49 @@ def test_json_and_protobuf_share_the_limit(server: MonitorProcess, kind: str, re
                               (protobuf_body(prefix + "-p", kind, depth), PROTOBUF)):
             count, message = rejected(server.post("/v1/traces", content=body, headers=headers))
             assert count == refused, (headers, depth, message)
+
+
+def _with_part(prefix: str, hostile_value: str, part: str, index: int) -> bytes:
+    """`json_body`'s request with the hostile value moved from the span's attributes into the attributes of the
+    span's event or link `index` (the ones before it, and its span, valid)."""
+    placeholder = json.dumps({"stringValue": PLACEHOLDER})
+    document = json.loads(json_body(prefix, placeholder))
+    span = document["resourceSpans"][1]["scopeSpans"][0]["spans"][0]
+    (hostile,) = [kv for kv in span["attributes"] if kv["key"] == HOSTILE_KEY]
+    span["attributes"].remove(hostile)
+    items = [{"name": f"step-{i}", "timeUnixNano": "1"} if part == "events" else
+             {"traceId": "01" * 16, "spanId": f"{i + 9:016x}"} for i in range(index + 1)]
+    items[index]["attributes"] = [{"key": "fine", "value": {"intValue": "1"}}, hostile]
+    span[part] = items
+    return json.dumps(document).replace(placeholder, hostile_value).encode()
+
+
+def _protobuf_with_part(prefix: str, kind: str, depth: int, part: str, index: int) -> bytes:
+    """`protobuf_body`'s request with the hostile attribute in the span's event or link `index` instead."""
+    request = ExportTraceServiceRequest.FromString(protobuf_body(prefix, kind, 0))
+    span = request.resource_spans[1].scope_spans[0].spans[0]
+    (hostile,) = [kv for kv in span.attributes if kv.key == HOSTILE_KEY]
+    span.attributes.remove(hostile)
+    items = getattr(span, part)
+    for i in range(index + 1):
+        item = items.add(name=f"step-{i}") if part == "events" else items.add(trace_id=b"\1" * 16, span_id=bytes(8))
+    item.attributes.add(key="fine").value.int_value = 1
+    _deepen(item.attributes.add(key=HOSTILE_KEY).value, kind, depth)
+    return request.SerializeToString()
+
+
+@pytest.mark.parametrize("part, named", [("events", 'events[1] "step-1" attribute '), ("links", "links[1] attribute ")])
+def test_a_value_nested_too_deep_in_an_event_or_link_is_named_with_it(server: MonitorProcess, part: str,
+                                                                       named: str) -> None:
+    """The event or link and the attribute key are named, in either encoding, past what json.loads reads too."""
+    prefix = f"deep-{part}"
+    for body, headers, where in (
+            (_with_part(f"{prefix}-j", _nested("kvlist", DEEP), part, 1), JSON, "-j"),
+            (_with_part(f"{prefix}-e", _nested("array", 50), part, 1), JSON, "-e"),
+            (_protobuf_with_part(f"{prefix}-p", "kvlist", DEEP, part, 1), PROTOBUF, "-p"),
+            (_protobuf_with_part(f"{prefix}-f", "array", 50, part, 1), PROTOBUF, "-f")):
+        message = _sent(server, body, headers, prefix + where)
+        assert f"{named}{HOSTILE_KEY} is nested more than 100 messages deep" in message, message
 
 
 def test_a_value_json_format_cannot_quote_rejects_its_span_alone(server: MonitorProcess) -> None:

@@ -15,9 +15,13 @@ from pathlib import Path
 
 import pytest
 from conftest import MonitorProcess, Sender, metric_value
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from test_run_arrival import view_when
 
-from ctxwatch import ContextGuard
+from ctxwatch import ContextGuard, semconv
 from ctxwatch.demo.fleet import ScratchpadLoop
 from ctxwatch.telemetry import MutationTelemetry
 
@@ -73,3 +77,41 @@ def test_the_alarm_raised_across_session_boundaries_is_the_monitors_too(monitor:
     assert (view["state"], view["cycles"], view["flagged_cycle"]) == (guard.detector.state, guard.detector.cycle,
                                                                        guard.halted_at)
     assert view["source"] == "monitor"
+
+
+class DropFirstCycle(BatchSpanProcessor):
+    """The SDK's batch processor, except that the first span of a rewrite cycle (one with a hash distance) is
+    lost on its way: the guard's own span, never exported (head sampling, a crash of the exporter)."""
+
+    def __init__(self, exporter: OTLPSpanExporter) -> None:
+        super().__init__(exporter)
+        self.dropped: int | None = None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.dropped is None and span.attributes.get(semconv.HASH_DISTANCE) is not None:
+            self.dropped = span.attributes[semconv.SEQUENCE]
+            return
+        super().on_end(span)
+
+
+def test_a_cycle_lost_before_a_session_boundary_stays_lost_after_it(monitor: MonitorProcess) -> None:
+    """The monitor gave a gap up that held a cycle, so it follows the guard's reported state. Its detector goes
+    on through the session boundaries, and so does the missing cycle: the loop follows the guard to the end."""
+    processor = DropFirstCycle(OTLPSpanExporter(endpoint=monitor.url + "/v1/traces", timeout=30))
+    provider = TracerProvider(resource=Resource.create({"service.name": "scratch-svc"}))
+    provider.add_span_processor(processor)
+    loop = ScratchpadLoop("scratchpad-lossy", 0, 4150, MutationTelemetry(provider))
+    while not loop.done:
+        loop.step()
+        processor.force_flush()
+        time.sleep(0.3)  # past order_wait: the gap before the next span is given up
+        if not loop.done:
+            loop.guard.session_boundary(current=loop.buffer)
+            loop.buffer = list(loop.guard.messages)
+    provider.shutdown()
+    guard = loop.guard
+    assert processor.dropped is not None and guard.halted_at is not None
+    view = view_when(monitor, loop.loop_id, lambda v: v["episode"] == guard.episode and v["status"] == "halted")
+    assert view["source"] == "guard" and view["source_reason"], view
+    assert (view["state"], view["cycles"], view["flagged_cycle"]) == (guard.detector.state, guard.detector.cycle,
+                                                                       guard.halted_at)
