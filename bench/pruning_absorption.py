@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ctxwatch.contraction import ContractionDetector, CycleVerdict
 from ctxwatch.cycles import ELISION, CycleMeter, no_cycle_reason
@@ -56,12 +57,8 @@ RULES: dict[str, Rule] = {
 def verdicts(loop: SyntheticLoop, rule: Rule) -> list[tuple[int, CycleVerdict]]:
     """The loop fed through `ctxwatch.cycles`' measurement, with `rule` deciding which elisions are cycles."""
     meter, detector = CycleMeter(), ContractionDetector()
-    last: list[int] | None = None
     out = []
-    for c in loop.cycles:
-        change = Change.between(Context(c.pre), c.post, "prune")
-        if change.is_append_only:
-            continue
+    for c, change, last in rewrites(loop):
         reason = no_cycle_reason(change)
         if reason == ELISION and rule(change, last):
             reason = None
@@ -69,8 +66,18 @@ def verdicts(loop: SyntheticLoop, rule: Rule) -> list[tuple[int, CycleVerdict]]:
         if figures.d is not None:
             out.append((c.t, detector.update(figures.d, figures.literals_before, figures.literals_lost,
                                              sum(m.size for m in c.post))))
-        last = change.after_digests
     return out
+
+
+def rewrites(loop: SyntheticLoop) -> Iterator[tuple[Any, Change, list[int] | None]]:
+    """Each cycle of `loop` that is no pure append: (the cycle, its change, the previous rewrite's digests)."""
+    last: list[int] | None = None
+    for c in loop.cycles:
+        change = Change.between(Context(c.pre), c.post, "prune")
+        if change.is_append_only:
+            continue
+        yield c, change, last
+        last = change.after_digests
 
 
 def main() -> None:
@@ -105,16 +112,11 @@ def main() -> None:
 def dropped_shares(loop: SyntheticLoop) -> list[tuple[bool, float]]:
     """Per elision after the first rewrite: (at or after the onset, share of the work appended since the previous
     rewrite that it drops)."""
-    last: list[int] | None = None
     out = []
-    for c in loop.cycles:
-        change = Change.between(Context(c.pre), c.post, "prune")
-        if change.is_append_only:
-            continue
+    for c, change, last in rewrites(loop):
         appended, dropped = new_work(change, last)
         if last is not None and no_cycle_reason(change) == ELISION:
             out.append((loop.onset is not None and c.t >= loop.onset, dropped / appended if appended else 0.0))
-        last = change.after_digests
     return out
 
 
