@@ -219,3 +219,29 @@ def test_tool_results_removed_from_one_swe_agent_step_count_each_call_id_once(co
     orphaned = [m["orphans"]["tool_use"] for m in session["mutations"] if cid in m["orphans"]["tool_use"]]
     assert orphaned == [[cid]]
     assert session["tool_pairs"]["paired"] == len(distinct)
+
+
+def test_a_gemini_cli_tool_call_with_an_empty_result_is_unanswered(corpus: Path, tmp_path: Path) -> None:
+    """Gemini CLI sends no functionResponse for a recorded ``"result": []`` (``convertSessionToClientHistory``
+    adds a list result's parts, none): the call is unanswered, named by id and JSON path, and no pair."""
+    for original in raw.of_kind("gemini_cli", corpus):
+        doc = json.loads(original.read_text())
+        records = doc.get("messages") if isinstance(doc, dict) else None
+        at = [(n, k) for n, r in enumerate((records or [])[:-1]) for k, c in enumerate(r.get("toolCalls") or [])
+              if isinstance(c, dict) and c.get("result")]
+        if at:
+            break
+    else:
+        pytest.skip("no corpus Gemini CLI JSON session with a tool result before its last record")
+    n, k = at[0]
+    _, intact, _ = replay_json(original)
+    call = records[n]["toolCalls"][k]
+    call["result"] = []
+    path = tmp_path / original.name
+    path.write_text(json.dumps(doc))
+    code, out, _ = replay_json(path)
+    assert code == 1
+    (session,) = out["sessions"]
+    (orphan,) = session["tool_pairs"]["orphans_in_buffers"]
+    assert (orphan["id"], orphan["kind"]) == (call["id"], "tool_use") and orphan["where"].startswith(f"messages[{n}]")
+    assert session["tool_pairs"]["paired"] == intact["sessions"][0]["tool_pairs"]["paired"] - 1
