@@ -120,7 +120,8 @@ def buffer_digest(buffer: tuple[Message, ...]) -> str:
 def capture(mutation: Mutation, tail: Tail, session: Session, auditor: Auditor,
             backfill: Backfill) -> ResumePoint | None:
     """The resume point after `mutation`, just measured, or None when it starts no epoch (not a compaction
-    its format's epochs start at, or the reader is not at the record holding the buffer it left) or is no
+    its format's epochs start at, the reader is not at the record holding the buffer it left, or that record read
+    again as `restore` reads it leaves none: a Codex compaction without replacement history) or is no
     rewrite cycle of the alarm after one that was (an opaque compaction: the next cycle's d is measured from
     the buffer after the last cycle, which a resume point does not hold; with no cycle before, there is none)."""
     epochs = EPOCHS.get(session.format)
