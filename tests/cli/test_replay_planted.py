@@ -175,3 +175,73 @@ def test_an_unpaired_id_in_a_snapshot_file_is_named_by_the_line_it_came_in(tmp_p
     assert code == 1
     (session,) = doc["sessions"]
     assert session["tool_pairs"]["orphans_in_buffers"] == [{"where": "line 2", "id": "call_7", "kind": "tool_use"}]
+
+
+def _answered(message: dict) -> list[str]:
+    return list(message.get("tool_call_ids") or []) if message.get("role") == "tool" else []
+
+
+def _called(message: dict) -> list[str]:
+    return [c["id"] for c in message.get("tool_calls") or [] if isinstance(c, dict) and "id" in c]
+
+
+def _swe_agent_step(corpus: Path, answers: int) -> tuple[Path, dict, int, str]:
+    """A SWE-agent trajectory (its document), a step that is neither its first nor its last and a call id
+    answered by exactly `answers` tool messages of that step's buffer and by some of the steps' before and after."""
+    for path in raw.of_kind("swe_agent", corpus):
+        doc = json.loads(path.read_text())
+        steps = doc.get("trajectory") or []
+        for s in range(1, len(steps) - 1):
+            here = [i for m in steps[s].get("messages") or [] for i in _answered(m)]
+            around = [{i for m in steps[t].get("messages") or [] for i in _answered(m)} for t in (s - 1, s + 1)]
+            for cid in dict.fromkeys(here):
+                if here.count(cid) == answers and all(cid in ids for ids in around):
+                    return path, doc, s, cid
+    pytest.skip(f"no corpus SWE-agent step answers a call id {answers} time(s), answered in the next step too")
+
+
+@pytest.mark.parametrize("answers", [1, 2])
+def test_tool_results_removed_from_one_swe_agent_step_count_each_call_id_once(corpus: Path, tmp_path: Path,
+                                                                             answers: int) -> None:
+    """docs/replay.md: tool pairs are the distinct call ids answered over the whole session, unpaired ids each
+    listed once. A step whose buffer lost the result(s) of one call id (answered again in the next step) orphans
+    that id once, though the trajectory reuses it; and the id answered again is one pair, not two."""
+    original, doc, s, cid = _swe_agent_step(corpus, answers)
+    steps = doc["trajectory"]
+    distinct = {i for st in steps for m in st.get("messages") or [] for i in _answered(m)} & {
+        i for st in steps for m in st.get("messages") or [] for i in _called(m)}
+    steps[s]["messages"] = [m for m in steps[s]["messages"] if cid not in _answered(m)]
+    path = tmp_path / original.name
+    path.write_text(json.dumps(doc))
+    code, out, _ = replay_json(path)
+    assert code == 1
+    (session,) = out["sessions"]
+    orphaned = [m["orphans"]["tool_use"] for m in session["mutations"] if cid in m["orphans"]["tool_use"]]
+    assert orphaned == [[cid]]
+    assert session["tool_pairs"]["paired"] == len(distinct)
+
+
+def test_a_gemini_cli_tool_call_with_an_empty_result_is_unanswered(corpus: Path, tmp_path: Path) -> None:
+    """Gemini CLI sends no functionResponse for a recorded ``"result": []`` (``convertSessionToClientHistory``
+    adds a list result's parts, none): the call is unanswered, named by id and JSON path, and no pair."""
+    for original in raw.of_kind("gemini_cli", corpus):
+        doc = json.loads(original.read_text())
+        records = doc.get("messages") if isinstance(doc, dict) else None
+        at = [(n, k) for n, r in enumerate((records or [])[:-1]) for k, c in enumerate(r.get("toolCalls") or [])
+              if isinstance(c, dict) and c.get("result")]
+        if at:
+            break
+    else:
+        pytest.skip("no corpus Gemini CLI JSON session with a tool result before its last record")
+    n, k = at[0]
+    _, intact, _ = replay_json(original)
+    call = records[n]["toolCalls"][k]
+    call["result"] = []
+    path = tmp_path / original.name
+    path.write_text(json.dumps(doc))
+    code, out, _ = replay_json(path)
+    assert code == 1
+    (session,) = out["sessions"]
+    (orphan,) = session["tool_pairs"]["orphans_in_buffers"]
+    assert (orphan["id"], orphan["kind"]) == (call["id"], "tool_use") and orphan["where"].startswith(f"messages[{n}]")
+    assert session["tool_pairs"]["paired"] == intact["sessions"][0]["tool_pairs"]["paired"] - 1

@@ -160,3 +160,29 @@ def test_a_resumed_session_keeps_the_identity_it_was_first_given_not_its_heads(t
     assert all(s[2].get(semconv.AGENT_VERSION) for s in spans)  # each record's own, where it names one
     older, spans, _ = watched(path, replace(kept, agent_version=None, project=None))
     assert (older.agent_version, older.project) == (state.agent_version, state.project)
+
+
+@pytest.mark.parametrize("original", of_kind("codex", CORPUS)[:1], ids=lambda p: p.name[:48])
+def test_a_codex_compaction_without_replacement_history_leaves_no_resume_point_and_no_false_note(
+        original: Path, tmp_path: Path) -> None:
+    """An older Codex rollout's ``compacted`` record (its summary only, no ``replacement_history``): the history
+    Codex rebuilds there depends on the records before it, so no epoch starts there — a restarted watcher reads
+    the session from where it could resume (here its start), without saying the file was rewritten."""
+    lines = original.read_bytes().splitlines(keepends=True)
+    (record,) = epochs(original) or pytest.skip("no Codex corpus session with a compaction")
+    rec = json.loads(lines[record - 1])
+    del rec["payload"]["replacement_history"]
+    lines[record - 1] = json.dumps(rec).encode() + b"\n"
+    path = tmp_path / "11111111-2222-4333-8444-555555555555.jsonl"
+    path.write_bytes(b"".join(lines))
+    _, whole, _ = watched(path, FileState())
+    cut = (record + len(lines)) // 2
+    path.write_bytes(b"".join(lines[:cut]))
+    state, first, _ = watched(path, FileState())
+    assert first == whole[:state.spans]
+    with path.open("ab") as f:
+        f.write(b"".join(lines[cut:]))
+    resumed, rest, notes = watched(path, state)
+    assert notes == []
+    assert rest == whole[len(first):] and resumed.spans == len(whole)
+    assert state.resume is None  # nothing to resume at: read from its start

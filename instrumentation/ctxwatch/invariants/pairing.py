@@ -250,11 +250,12 @@ def introduced_orphans(before: PairIndex, after: PairIndex, rebased: PairIndex |
 
 
 def _orphaned(before: PairIndex, after: PairIndex) -> tuple[list[str], list[str]]:
+    """Each id once, though a list that reuses ids holds it in several calls or results."""
     old_calls, old_results = set(before.orphan_calls), set(before.orphan_results)
     calls = [c for c in after.orphan_calls if c not in old_calls]
     calls += [c for c in after.pending if c in before.results]
     results = [r for r in after.orphan_results if r not in old_results]
-    return calls, results
+    return list(dict.fromkeys(calls)), list(dict.fromkeys(results))
 
 
 def _duplicated(before: PairIndex, after: PairIndex) -> tuple[list[str], list[str]]:

@@ -275,22 +275,24 @@ class Auditor:
         self.meter = CycleMeter(registry=self.registry)
         self.detector = ContractionDetector(audit.config)
         self.buffer = AuditedBuffer(strict=strict_for(audit.format), registry=self.registry)
-        self._pairs_retired = 0
+        self._retired: set[str] = set()  # ids answered in buffers the session has left behind, not answered after
+        self._retired_before = 0  # of such ids, those of the epochs before a resume (`resume`), by count
         self._last: Snapshot | None = None
         self._listed: set[str] = set()  # unpaired ids already reported (by a mutation or a buffer)
         self._read_any = False  # a message or a mutation came out of the file
 
     @property
     def pairs_retired(self) -> int:
-        """Tool pairs answered in buffers the session has left behind (counted in `SessionAudit.tool_pairs`)."""
-        return self._pairs_retired
+        """Distinct call ids answered in buffers the session has left behind (counted in `SessionAudit.tool_pairs`)."""
+        return self._retired_before + len(self._retired)
 
     def resume(self, after: tuple[Message, ...], detector: ContractionDetector, pairs_retired: int) -> None:
         """Go on from just after a recorded rewrite whose buffer after is `after`, with the detector and the
         count of retired pairs it left (``ctxwatch watch`` resuming a session at an epoch, `watch.checkpoint`).
-        What the replay's report lists of the epochs before (their mutations, the unpaired ids named) is not
-        kept: a resumed audit feeds spans, not a report."""
-        self.detector, self._pairs_retired, self._read_any = detector, pairs_retired, True
+        What the replay's report lists of the epochs before (their mutations, the unpaired ids named, which
+        ids were retired) is not kept: a resumed audit feeds spans, not a report."""
+        self.detector, self._read_any = detector, True
+        self._retired, self._retired_before = set(), pairs_retired
         self.buffer.sync(after)
         if detector.cycle:  # `after` is the buffer after the last cycle (`watch.checkpoint.capture`); before the
             self.meter.resume(after)  # first cycle there is none, and the next cycle's d starts from its own P_t
@@ -345,7 +347,7 @@ class Auditor:
         paired_leaving = {c for c in (*leaving_calls, *leaving_results) if c in before.calls and c in before.results}
         buf.sync(m.after, keep)
         after = buf.pairs
-        self._pairs_retired += sum(1 for c in paired_leaving if not (c in after.calls and c in after.results))
+        self._retired.update(c for c in paired_leaving if not (c in after.calls and c in after.results))
         # `introduced_orphans` asks the index before only which pending calls had a result then
         had_result = set(leaving_results).union(c for c in after.pending if after.results.get(c, keep) < keep)
         before_view = PairIndex(results=dict.fromkeys(had_result & after.pending, 0),
@@ -360,7 +362,9 @@ class Auditor:
             pairs = self.buffer.pairs
             self._orphans_in(pairs, self._last.where)
             # a call Codex answered "aborted" itself (its turn was interrupted) was never answered by a tool
-            self.audit.tool_pairs = pairs.pairs + self._pairs_retired - len(self.session.facts.get(ABORTED_CALLS, ()))
+            # an id answered again after a step left it unanswered (or reused by a later call) is one pair
+            paired = self._retired.union(c for c in pairs.calls if c in pairs.results)
+            self.audit.tool_pairs = len(paired) + self._retired_before - len(self.session.facts.get(ABORTED_CALLS, ()))
             self.audit.pending = len(pairs.pending)
             self.audit.messages = len(self._last.messages)
         if not self.audit.records:

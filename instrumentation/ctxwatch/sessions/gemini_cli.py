@@ -13,8 +13,8 @@ Two shapes, one record model (gemini-cli's ``ConversationRecord``):
 
 The buffer: a ``user`` record is a user message; a ``gemini`` record is an assistant message (its
 text, then a tool call per ``toolCalls`` entry, ``args`` as JSON) followed, when results are
-recorded, by a user message of their ``functionResponse`` results (``status`` ``error`` marks an
-error result), as the Gemini API receives them. ``info`` / ``error`` / ``warning`` records are the
+recorded (and not empty, `_sent`), by a user message of their ``functionResponse`` results (``status``
+``error`` marks an error result), as the Gemini API receives them. ``info`` / ``error`` / ``warning`` records are the
 CLI's own notices and thought summaries are not sent back: neither is in the buffer. A `Snapshot`
 comes before each ``gemini`` record. ``$rewindTo`` is a ``prune`` Mutation (source
 ``gemini_cli.rewind``); a replaced history that is not the old one plus appended messages is a
@@ -175,7 +175,7 @@ def _read(session: Session, record: Any, where: str, line: int | None) -> tuple[
         calls = record.get("toolCalls") if isinstance(record.get("toolCalls"), list) else []
         parts = [*text, *(_call(c) for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str))]
         results = [ToolResult(c["id"], _result_text(c["result"]), c.get("status") == "error") for c in calls
-                   if isinstance(c, dict) and isinstance(c.get("id"), str) and c.get("result") is not None]
+                   if isinstance(c, dict) and isinstance(c.get("id"), str) and _sent(c.get("result"))]
         messages = (Message("assistant", parts, id=record["id"]),)
         if results:
             messages += (Message("user", results),)
@@ -203,6 +203,13 @@ def _parts(content: Any) -> list[Part]:
 def _call(call: dict) -> ToolCall:
     name = call.get("name") if isinstance(call.get("name"), str) else "unknown"
     return ToolCall(call["id"], name, json.dumps(call.get("args", {}), ensure_ascii=False, separators=(",", ":")))
+
+
+def _sent(result: Any) -> bool:
+    """Whether Gemini CLI sends the model a response for a recorded result (``convertSessionToClientHistory``,
+    packages/core/src/utils/sessionUtils.ts: a JavaScript-truthy result, a list giving its parts): none for a
+    missing, null, empty or zero result, nor an empty list; any object, even empty, is one."""
+    return isinstance(result, dict) or bool(result)
 
 
 def _result_text(result: Any) -> str:

@@ -120,7 +120,8 @@ def buffer_digest(buffer: tuple[Message, ...]) -> str:
 def capture(mutation: Mutation, tail: Tail, session: Session, auditor: Auditor,
             backfill: Backfill) -> ResumePoint | None:
     """The resume point after `mutation`, just measured, or None when it starts no epoch (not a compaction
-    its format's epochs start at, or the reader is not at the record holding the buffer it left) or is no
+    its format's epochs start at, the reader is not at the record holding the buffer it left, or that record read
+    again as `restore` reads it leaves none: a Codex compaction without replacement history) or is no
     rewrite cycle of the alarm after one that was (an opaque compaction: the next cycle's d is measured from
     the buffer after the last cycle, which a resume point does not hold; with no cycle before, there is none)."""
     epochs = EPOCHS.get(session.format)
@@ -130,9 +131,14 @@ def capture(mutation: Mutation, tail: Tail, session: Session, auditor: Auditor,
     if not auditor.audit.mutations or (auditor.audit.mutations[-1].cycle is None and auditor.detector.cycle):
         return None
     offset, line = (tail.line_start, tail.line - 1) if epochs.reread else (tail.offset, tail.line)
-    return ResumePoint(session.format, offset, line, tail.line_start, buffer_digest(mutation.after), mutation.step,
-                       backfill.spans, backfill.cycles, auditor.pairs_retired, session.time_of(line),
-                       auditor.detector.to_dict())
+    point = ResumePoint(session.format, offset, line, tail.line_start, buffer_digest(mutation.after), mutation.step,
+                        backfill.spans, backfill.cycles, auditor.pairs_retired, session.time_of(line),
+                        auditor.detector.to_dict())
+    try:  # a record `restore` would not resume at (a Codex compaction without replacement history) starts none
+        _left_at(point, epochs, tail.path, session)
+    except ResumeError:
+        return None
+    return point
 
 
 def restore(point: ResumePoint, path: Path, session: Session, auditor: Auditor, backfill: Backfill) -> None:
@@ -152,7 +158,17 @@ def restore(point: ResumePoint, path: Path, session: Session, auditor: Auditor, 
 
 
 def _after(point: ResumePoint, epochs: Epochs, path: Path, session: Session) -> tuple[Message, ...]:
-    """The buffer the compaction's record (read again) leaves, when it is the one measured."""
+    """The buffer the compaction's record (read again) leaves, when it is the one measured, as the session
+    holds it."""
+    after, raw, line = _left_at(point, epochs, path, session)
+    filing = session.filing
+    return after if filing is None else epochs.filed(after, filing, (point.record, len(raw), line), parse_line(raw))
+
+
+def _left_at(point: ResumePoint, epochs: Epochs, path: Path, session: Session
+             ) -> tuple[tuple[Message, ...], bytes, int]:
+    """(the buffer, the raw record, its line) the compaction's record read again leaves; ResumeError when it
+    leaves none or not the one measured."""
     line = point.line + 1 if epochs.reread else point.line
     with path.open("rb") as f:
         f.seek(point.record)
@@ -163,5 +179,4 @@ def _after(point: ResumePoint, epochs: Epochs, path: Path, session: Session) -> 
         after = None
     if after is None or buffer_digest(after) != point.after:
         raise ResumeError(f"line {line} is not the compaction it was (the file was rewritten?)")
-    filing = session.filing
-    return after if filing is None else epochs.filed(after, filing, (point.record, len(raw), line), parse_line(raw))
+    return after, raw, line
