@@ -31,7 +31,7 @@ from .config import MonitorConfig
 from .instruments import LABEL_STATE_KEYS, Instruments
 from .loop_state import CONTRACTING, IDLE, OncallState
 from .loops import LoopState, LoopStore
-from .ordering import APPLIED, GUARD, HELD, LATE, MONITOR, LoopOrder, Sequencer
+from .ordering import APPLIED, COUNT_DIFFERED, EPISODE_END, GUARD, HELD, LATE, MONITOR, LoopOrder, Sequencer
 from .otlp_codec import RawSpan
 from .persistence import Database
 from .records import MutationRecord, Rejected, validate
@@ -288,6 +288,8 @@ class Engine:
         order = loop.order
         if guard_cycle == loop.detector.cycle:
             order.gap = None
+        elif order.gap == EPISODE_END:
+            order.gap = COUNT_DIFFERED  # one span's count alone does not turn the loop (see ordering.EPISODE_END)
         elif order.gap is not None or record.sequence is None:
             order.source = GUARD
             order.reason = order.gap or (f"the guard counts {guard_cycle} detector cycles in its detector run, "

@@ -28,9 +28,10 @@ later spans. Spans of the episode the loop left are late.
 The next episode: a guard starts one at every session boundary (docs/guard.md's loop: one per task, often of one
 span), so the first span of the episode after the loop's, of the instance it follows, numbered 1, in the detector life
 the loop follows (`_next_episode`: the same `ctxwatch.contraction.run`), is taken at once when nothing of the loop's
-own run is held: an episode starting is expected, not a gap. A later episode's lone first span otherwise (one in
-between was lost, or its detector run is new) is taken once it has waited `wait` seconds with none of the loop's own
-spans arriving meanwhile (`LoopOrder.lone`). The detector is not reset by an episode: the engine starts it afresh
+own run is held: an episode starting is expected, not a gap. The next episode's lone first span otherwise (something
+of the loop's own run is held, or its detector run is new) is taken once it has waited `wait` seconds with none of
+the loop's own spans arriving meanwhile (`LoopOrder.lone`); one numbered further ahead in episodes waits for a second
+span of its episode (alone, it would make every genuine span of the episodes it skipped late). The detector is not reset by an episode: the engine starts it afresh
 only when a span names another detector life (`MutationRecord.detector_life`).
 
 A loop's first episode: a new loop starts in episode 0. A first span of a later episode is held aside as a
@@ -109,6 +110,11 @@ from .records import AGENT_NAME, MutationRecord
 
 MONITOR = "monitor"   # the loop's state is the monitor's own detector, fed every cycle in order
 GUARD = "guard"       # a cycle is missing: the loop follows the state the guard reports
+# `LoopOrder.gap` after a session boundary: the episode's last spans had no later span of it to show them missing.
+# One span's count differing then (a forgery standing for the next episode's first span, perhaps) is not enough to
+# follow the guard: it makes the gap COUNT_DIFFERED, and the next span's differing count turns the loop.
+EPISODE_END = "spans at the end of the episode before may be missing"
+COUNT_DIFFERED = "the guard's detector cycle count differed from the monitor's on two spans after an episode ended"
 EPISODE_CONFIRMATIONS = 2  # spans of a new episode (or guard instance, or a jump) needed before the loop takes it
 MAX_RIVALS = 4             # candidate runs (episode, instance) set aside besides the one a span came for last
 MAX_LEFT_INSTANCES = 8     # guard instances a loop left whose late spans it still recognises
@@ -373,6 +379,9 @@ class Sequencer:
                     order.jump = (stopped, order.next - 1)
             applied = True
         lone = order.lone
+        if lone is not None and lone.instance == order.instance and not order.opening \
+                and lone.episode != loop.episode + 1:
+            lone = None  # one span numbered episodes ahead waits for a second of its episode: it skips none alone
         if not order.pending and lone is not None:
             _lead(order, (lone.episode, lone.instance), now)
             if now - order.candidate_seen >= self.wait and order.seen <= order.candidate_seen:
@@ -508,9 +517,8 @@ class Sequencer:
         first = held[min(held)] if held else None
         if restart or first is None or list(first.detector_life) != order.life:  # the detector starts afresh
             order.source, order.reason, order.gap = MONITOR, None, None
-        elif order.gap is None:  # a session boundary: the detector goes on, cycles lost before it stay lost, and the
-            # episode's own last spans had no later span of it to show them missing: the next count tells
-            order.gap = f"spans at the end of episode {left} are missing"
+        elif order.gap is None:  # a session boundary: the detector goes on, and cycles lost before it stay lost
+            order.gap = EPISODE_END
         self._drain(loop, now)
         if not restart and order.rivals:  # the instance's episodes are ordered: those before this one are over
             order.rivals = {key: value for key, value in order.rivals.items()
