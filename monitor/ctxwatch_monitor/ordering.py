@@ -30,9 +30,10 @@ span), so the first span of the episode after the loop's, of the instance it fol
 the loop follows (`_next_episode`: the same `ctxwatch.contraction.run`), is taken at once when nothing of the loop's
 own run is held: an episode starting is expected, not a gap. The next episode's lone first span otherwise (something
 of the loop's own run is held, or its detector run is new) is taken once it has waited `wait` seconds with none of
-the loop's own spans arriving meanwhile (`LoopOrder.lone`); one numbered further ahead in episodes waits for a second
-span of its episode (alone, it would make every genuine span of the episodes it skipped late). The detector is not reset by an episode: the engine starts it afresh
-only when a span names another detector life (`MutationRecord.detector_life`).
+the loop's own spans arriving meanwhile (`LoopOrder.lone`); one numbered further ahead in episodes waits for a
+second span of its episode (alone, it would make every genuine span of the episodes it skipped late). The detector
+is not reset by an episode: the engine starts it afresh only when a span names another detector life
+(`MutationRecord.detector_life`).
 
 A loop's first episode: a new loop starts in episode 0. A first span of a later episode is held aside as a
 candidate like any other (the loop is `opening`: it has applied nothing), so the spans of the episodes

@@ -41,13 +41,18 @@ class MonitorProcess(ctxwatch.demo.monitor_process.MonitorProcess):
         return httpx.post(self.url + path, timeout=60, **kwargs)
 
 
-@pytest.fixture
-def monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
-    proc = MonitorProcess(tmp_path / "state.sqlite3").start()
+def running_monitor(tmp_path: Path, *args: str) -> Iterator[MonitorProcess]:
+    """A monitor started with `args` on a state file in `tmp_path`, for a fixture to yield; closed after."""
+    proc = MonitorProcess(tmp_path / "state.sqlite3", *args).start()
     try:
         yield proc
     finally:
         proc.close(grace_s=30.0)
+
+
+@pytest.fixture
+def monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
+    yield from running_monitor(tmp_path)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import MonitorProcess, Sender, metric_value
+from conftest import MonitorProcess, Sender, metric_value, running_monitor
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -30,11 +30,7 @@ TASKS = 12
 
 @pytest.fixture
 def monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
-    proc = MonitorProcess(tmp_path / "state.sqlite3", "--order-wait", "0.25", "--grpc-port", "off").start()
-    try:
-        yield proc
-    finally:
-        proc.close(grace_s=30.0)
+    yield from running_monitor(tmp_path, "--order-wait", "0.25", "--grpc-port", "off")
 
 
 def test_every_episode_of_one_span_is_shown(monitor: MonitorProcess) -> None:

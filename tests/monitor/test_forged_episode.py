@@ -16,25 +16,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import MonitorProcess, Sender
+from conftest import MonitorProcess, Sender, running_monitor
 from test_run_arrival import view_when
 
 from ctxwatch import semconv
 from ctxwatch.contraction import ContractionDetector
 
+
+@pytest.fixture
+def monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
+    yield from running_monitor(tmp_path, "--order-wait", "0.25", "--grpc-port", "off")
+
+
 LOOP, INSTANCE = "episode-start-victim", "guard-instance-a"
 HEALTHY = [(0.40 + 0.02 * i, 30, 0) for i in range(5)]
 CONTRACTING = [(0.60, 40, 0), (0.55, 40, 1), (0.50, 39, 2), (0.30, 37, 14), (0.20, 23, 12), (0.10, 11, 7),
                (0.05, 4, 3)]
-
-
-@pytest.fixture
-def monitor(tmp_path: Path) -> Iterator[MonitorProcess]:
-    proc = MonitorProcess(tmp_path / "state.sqlite3", "--order-wait", "0.5", "--grpc-port", "off").start()
-    try:
-        yield proc
-    finally:
-        proc.close(grace_s=30.0)
 
 
 class Guard:
@@ -53,19 +50,25 @@ class Guard:
         self.sender.flush()
 
 
+def started(monitor: MonitorProcess, cycles: list[tuple[float, int, int]]) -> Guard:
+    """The genuine guard, its episode 0 of `cycles` applied by the monitor."""
+    guard = Guard(monitor)
+    guard.task(0, cycles)
+    view_when(monitor, LOOP, lambda v: v["sequence"] == len(cycles))
+    return guard
+
+
 def forge(monitor: MonitorProcess, episode: int, cycle: int, state: str) -> None:
     forger = Sender(monitor.url, service="forger")
     forger.mutation(LOOP, d=0.45, before=30, lost=0, **{
         semconv.SEQUENCE: 1, semconv.EPISODE: episode, semconv.GUARD_INSTANCE: INSTANCE, semconv.CONTRACTION_RUN: 0,
         semconv.CONTRACTION_CYCLE: cycle, semconv.CONTRACTION_STATE: state})
     forger.close()
-    time.sleep(1.5)  # three times order_wait: whatever waits for time has waited
+    time.sleep(1.5)  # six times order_wait: whatever waits for time has waited
 
 
 def test_a_forged_next_episode_start_does_not_turn_a_healthy_loop_contracting(monitor: MonitorProcess) -> None:
-    guard = Guard(monitor)
-    guard.task(0, HEALTHY)
-    view_when(monitor, LOOP, lambda v: v["sequence"] == len(HEALTHY))
+    guard = started(monitor, HEALTHY)
     forge(monitor, 1, 1000, "contracting")
     view = view_when(monitor, LOOP, lambda v: True)
     assert (view["source"], view["state"], view["flagged_cycle"]) == ("monitor", "healthy", None), view
@@ -77,9 +80,7 @@ def test_a_forged_next_episode_start_does_not_turn_a_healthy_loop_contracting(mo
 
 
 def test_a_forged_span_episodes_ahead_does_not_mute_the_loop(monitor: MonitorProcess) -> None:
-    guard = Guard(monitor)
-    guard.task(0, HEALTHY)
-    view_when(monitor, LOOP, lambda v: v["sequence"] == len(HEALTHY))
+    guard = started(monitor, HEALTHY)
     forge(monitor, 10**9, len(HEALTHY), "healthy")
     guard.task(1, CONTRACTING)
     view = view_when(monitor, LOOP, lambda v: v["episode"] == 1 and v["sequence"] == len(CONTRACTING))
@@ -89,9 +90,7 @@ def test_a_forged_span_episodes_ahead_does_not_mute_the_loop(monitor: MonitorPro
 
 
 def test_a_forged_next_episode_start_does_not_clear_a_contracting_loop(monitor: MonitorProcess) -> None:
-    guard = Guard(monitor)
-    guard.task(0, CONTRACTING)
-    view_when(monitor, LOOP, lambda v: v["sequence"] == len(CONTRACTING))
+    guard = started(monitor, CONTRACTING)
     forge(monitor, 1, 1, "healthy")
     view = view_when(monitor, LOOP, lambda v: True)
     assert (view["source"], view["state"], view["status"]) == ("monitor", "contracting", "contracting"), view
