@@ -198,18 +198,18 @@ def _pb_problem(message: type[Span] | type[Resource], serialized: bytes, exc: Ex
     """Why a span or resource the protobuf runtime refused does not parse: the first attribute that does not
     (read alone in the same message, so at the same depth), by its key, and for a span's event or link's, by the
     event or link too; else the runtime's reason."""
-    found = None
     try:
-        found = _pb_attribute(message, serialized, _ATTRIBUTES_FIELD[message], None, "")
+        if found := _pb_attribute(message, serialized, _ATTRIBUTES_FIELD[message], None, ""):
+            return found
         for number, part, attributes in _PARTS if message is Span else ():
             for i, (_, payload) in enumerate(f for f in _len_fields(serialized) if f[0] == number):
-                if found is None:
-                    name = next((_shown(b) for n, b in _len_fields(payload) if n == _EVENT_NAME), None) \
-                        if number == _PARTS[0][0] else None
-                    found = _pb_attribute(message, payload, attributes, number, _part(part, i, name))
+                name = next((_shown(b) for n, b in _len_fields(payload) if n == _EVENT_NAME), None) \
+                    if number == _PARTS[0][0] else None
+                if found := _pb_attribute(message, payload, attributes, number, _part(part, i, name)):
+                    return found
     except ValueError:  # its framing is broken: the runtime's reason says so
         pass
-    return found or _pb_reason(exc)
+    return _pb_reason(exc)
 
 
 def _pb_attribute(message: type[Span] | type[Resource], serialized: bytes, number: int, outer: int | None,
@@ -350,15 +350,17 @@ def _attributes_problem(obj: dict[str, Any], exc: Exception, message: type[Messa
     """Why a span or resource object did not parse, naming the first attribute that does not (by its key,
     else its index), and for a span's event or link's, by the event or link too; or the field outside the
     attributes."""
-    found = _json_attribute(obj, MAX_NESTING, "")  # one level below the span or resource, with the KeyValue
+    if found := _json_attribute(obj, MAX_NESTING, ""):  # one level below the span or resource, with the KeyValue
+        return found
     for _, part, _ in _PARTS if message is Span else ():
         parts = obj.get(part)
         for i, item in enumerate(parts if isinstance(parts, list) else ()):
-            if found is None and isinstance(item, dict):
+            if isinstance(item, dict):
                 name = item.get("name") if part == _PARTS[0][1] else None
                 where = _part(part, i, name[:MAX_KEY_SHOWN] if isinstance(name, str) else None)
-                found = _json_attribute(item, MAX_NESTING - 1, where)  # two levels below: the part, the KeyValue
-    return found or _parse_reason(exc, message)
+                if found := _json_attribute(item, MAX_NESTING - 1, where):  # two levels below: the part, the KeyValue
+                    return found
+    return _parse_reason(exc, message)
 
 
 def _json_attribute(obj: dict[str, Any], depth: int, where: str) -> str | None:

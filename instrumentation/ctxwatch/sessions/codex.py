@@ -176,12 +176,12 @@ def events(session: Session) -> Iterator[Event]:
 
 
 class _Unanswered:
-    """The calls of the buffer with no output recorded (id -> the output item Codex answers it with, and the
-    call's index in the buffer), those of them whose turn was aborted, and those a request went out without after
-    that (Codex answered them), with that answer."""
+    """The calls of the buffer with no output recorded (id -> the call's item type, which tells the output Codex
+    answers it with, and the call's index in the buffer), those of them whose turn was aborted, and those a
+    request went out without after that (Codex answered them), with that answer."""
 
     def __init__(self, buffer: list[Message]) -> None:
-        self._calls: dict[str, tuple[dict[str, Any], int]] = {}
+        self._calls: dict[str, tuple[Any, int]] = {}
         self._interrupted: set[str] = set()
         self._aborted: dict[str, Message] = {}
         for index, message in enumerate(buffer):
@@ -190,7 +190,7 @@ class _Unanswered:
     def add(self, message: Message, kind: Any, index: int) -> None:
         """`message` (of item type `kind`) is the buffer's `index`-th."""
         for call_id in message.call_ids:
-            self._calls[call_id] = (_answer(kind, call_id), index)
+            self._calls[call_id] = (kind, index)
         for call_id in message.result_ids:
             self._calls.pop(call_id, None)
             self._interrupted.discard(call_id)
@@ -223,9 +223,9 @@ class _Unanswered:
         unanswered: its output is missing from the rollout). A real output recorded later stands where it was
         recorded, and the answer is gone from the requests after it."""
         if request:
-            for call_id, (answer, _) in self._calls.items():
+            for call_id, (kind, _) in self._calls.items():
                 if call_id in self._interrupted and call_id not in self._aborted:
-                    self._aborted[call_id] = read_item(answer, None)
+                    self._aborted[call_id] = read_item(_answer(kind, call_id), None)
         if not self._aborted:
             return tuple(buffer)
         out: list[Message] = []
